@@ -1,0 +1,47 @@
+import type { FastifyInstance } from 'fastify'
+import type { Logger } from 'pino'
+import { buildApp } from './app.ts'
+import type { Config } from './config.ts'
+import { createServices, type Services } from './services.ts'
+import { VERSION } from './version.ts'
+
+export interface ApiProcess {
+  app: FastifyInstance
+  services: Services
+  url: string
+  /** Stops accepting, finishes in-flight requests, flushes the audit log, closes connections. */
+  stop(): Promise<void>
+}
+
+export async function startApiProcess(
+  config: Config,
+  logger: Logger,
+  databaseUrl: string,
+): Promise<ApiProcess> {
+  const services = await createServices(config, logger, databaseUrl, 'api')
+  const app = await buildApp({
+    logger,
+    sql: services.sql,
+    redis: services.redis,
+    authenticator: services.authenticator,
+    audit: services.audit,
+    apiKeys: services.apiKeys,
+    version: VERSION,
+    bodyLimitBytes: config.bodyLimitBytes,
+    entropySource: () => 'system-csprng',
+  })
+  const url = await app.listen({ host: config.host, port: config.port })
+  let stopping: Promise<void> | undefined
+  return {
+    app,
+    services,
+    url,
+    stop() {
+      stopping ??= (async () => {
+        await app.close()
+        await services.close()
+      })()
+      return stopping
+    },
+  }
+}

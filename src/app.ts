@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import type { AuditLog } from './audit/audit-log.ts'
+import { auditRoutes } from './audit/audit-routes.ts'
+import { apiKeyRoutes } from './auth/api-key-routes.ts'
+import type { ApiKeyService } from './auth/api-key-service.ts'
+import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
+import type { Authenticator } from './auth/authenticator.ts'
+import { healthRoutes } from './health/health-routes.ts'
+import type { Sql } from './platform/database.ts'
+import { installErrorHandlers } from './platform/error-handler.ts'
+import { createValidatorCompiler } from './platform/validation.ts'
+import { tenantRoutes } from './tenants/tenant-routes.ts'
+
+export interface AppDeps {
+  logger: Logger
+  sql: Sql
+  redis: Redis
+  authenticator: Authenticator
+  audit: AuditLog
+  apiKeys: ApiKeyService
+  version: string
+  bodyLimitBytes: number
+  entropySource: () => string
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: deps.bodyLimitBytes,
+    // A caller's X-Request-Id is kept when it is sane, so traces can span services.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    requestIdHeader: false,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { maxParamLength: 200 },
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(createValidatorCompiler())
+  installErrorHandlers(app)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Key management, encryption and tenant administration API',
+        version: deps.version,
+        description: 'All paths are under /api/v1. Authenticate with the X-Api-Key header.',
+      },
+      components: {
+        securitySchemes: { ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key' } },
+      },
+      security: [{ ApiKey: [] }],
+    },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+
+  registerAuthentication(app, { authenticator: deps.authenticator, audit: deps.audit })
+
+  await app.register(
+    async (api) => {
+      await api.register(healthRoutes(deps))
+      await api.register(tenantRoutes(deps.sql))
+      await api.register(apiKeyRoutes(deps.apiKeys))
+      await api.register(auditRoutes(deps.sql))
+      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+    },
+    { prefix: API_PREFIX },
+  )
+  return app
+}

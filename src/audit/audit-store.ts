@@ -1,0 +1,80 @@
+import type { Queryable } from '../platform/database.ts'
+
+export type AuditOutcome = 'success' | 'failure' | 'denied'
+
+/** One audit record. Never carries a secret: callers pass identifiers and outcomes only. */
+export interface AuditEntry {
+  tenantId: string
+  /** `apikey:<id>`, `cli`, `system` ... */
+  actor: string
+  /** `<module>.<verb>`, e.g. `apikeys.create`. */
+  action: string
+  resource?: string | null
+  keyVersion?: number | null
+  outcome: AuditOutcome
+  requestId?: string | null
+  clientIp?: string | null
+  details?: Record<string, string | number | boolean | null> | null
+  occurredAt?: Date
+}
+
+export interface AuditRow {
+  id: string
+  tenant_id: string
+  occurred_at: Date
+  actor: string
+  action: string
+  resource: string | null
+  key_version: number | null
+  outcome: AuditOutcome
+  request_id: string | null
+  client_ip: string | null
+  details: Record<string, unknown> | null
+}
+
+export async function insertAuditEntries(db: Queryable, entries: readonly AuditEntry[]): Promise<void> {
+  if (entries.length === 0) return
+  const rows = entries.map((e) => ({
+    tenant_id: e.tenantId,
+    occurred_at: e.occurredAt ?? new Date(),
+    actor: e.actor,
+    action: e.action,
+    resource: e.resource ?? null,
+    key_version: e.keyVersion ?? null,
+    outcome: e.outcome,
+    request_id: e.requestId ?? null,
+    client_ip: e.clientIp ?? null,
+    details: e.details ? db.json(e.details) : null,
+  }))
+  await db`INSERT INTO audit_log ${db(rows)}`
+}
+
+export interface AuditFilter {
+  action?: string | undefined
+  resource?: string | undefined
+  outcome?: AuditOutcome | undefined
+  from?: Date | undefined
+  to?: Date | undefined
+  /** Records with an id below this one (newest first). */
+  before?: string | undefined
+  limit: number
+}
+
+export async function listAuditEntries(
+  db: Queryable,
+  tenantId: string,
+  filter: AuditFilter,
+): Promise<AuditRow[]> {
+  const conditions = [db`tenant_id = ${tenantId}`]
+  if (filter.action) conditions.push(db`action = ${filter.action}`)
+  if (filter.resource) conditions.push(db`resource = ${filter.resource}`)
+  if (filter.outcome) conditions.push(db`outcome = ${filter.outcome}`)
+  if (filter.from) conditions.push(db`occurred_at >= ${filter.from}`)
+  if (filter.to) conditions.push(db`occurred_at < ${filter.to}`)
+  if (filter.before) conditions.push(db`id < ${filter.before}`)
+  const where = conditions.reduce((acc, c) => db`${acc} AND ${c}`)
+  return db<AuditRow[]>`
+    SELECT id::text AS id, tenant_id, occurred_at, actor, action, resource, key_version, outcome,
+           request_id, client_ip, details
+    FROM audit_log WHERE ${where} ORDER BY id DESC LIMIT ${filter.limit}`
+}

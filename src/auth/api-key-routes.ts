@@ -1,0 +1,120 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { AppError } from '../platform/errors.ts'
+import { errorResponses, IdParams, PageQuery, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import type { ApiKeyService } from './api-key-service.ts'
+import { actorOf, principalOf } from './request-context.ts'
+import { ScopeSchema } from './scopes.ts'
+
+const ApiKeySchema = Type.Object(
+  {
+    id: Uuid('API key id'),
+    name: Type.String(),
+    scopes: Type.Array(Type.String()),
+    prefix: Type.String({ description: 'First characters of the key, to recognise it' }),
+    createdAt: Timestamp('Creation time'),
+    createdBy: Type.String({ description: 'Actor that created the key' }),
+    expiresAt: Type.Union([Timestamp('Expiry'), Type.Null()]),
+    revokedAt: Type.Union([Timestamp('Revocation time'), Type.Null()]),
+  },
+  { title: 'ApiKey' },
+)
+
+const CreateApiKeyBody = Type.Object(
+  {
+    name: Text(200, 'A label for the key', 1),
+    scopes: Type.Array(ScopeSchema, {
+      minItems: 1,
+      maxItems: 64,
+      description: 'Scopes granted; a key can only grant scopes it holds itself',
+    }),
+    expiresAt: Type.Optional(Timestamp('When the key stops working (optional)')),
+  },
+  { additionalProperties: false },
+)
+
+export function apiKeyRoutes(service: ApiKeyService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post(
+      '/api-keys',
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'Create an API key (the key is returned once, only here)',
+          operationId: 'createApiKey',
+          body: CreateApiKeyBody,
+          response: {
+            201: Type.Object({ ...ApiKeySchema.properties, key: Type.String({ description: 'Shown once' }) }),
+            ...errorResponses(403),
+          },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request)
+        const missing = request.body.scopes.filter((s) => !principal.scopes.has(s))
+        if (missing.length > 0) {
+          throw new AppError(403, 'scope_escalation', 'An API key cannot grant scopes it does not hold', {
+            missingScopes: missing,
+          })
+        }
+        const { view, key } = await service.create(actorOf(request), {
+          name: request.body.name,
+          scopes: request.body.scopes,
+          expiresAt: request.body.expiresAt ? new Date(request.body.expiresAt) : null,
+        })
+        return reply.code(201).send({ ...view, key })
+      },
+    )
+
+    app.get(
+      '/api-keys',
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: "List the tenant's API keys",
+          operationId: 'listApiKeys',
+          querystring: Type.Object(
+            {
+              ...PageQuery,
+              includeRevoked: Type.Boolean({ default: false, description: 'Also list revoked keys' }),
+            },
+            { additionalProperties: false },
+          ),
+          response: {
+            200: Type.Object({ data: Type.Array(ApiKeySchema), total: Type.Integer() }),
+            ...errorResponses(403),
+          },
+        },
+      },
+      async (request) => service.list(principalOf(request).tenantId, request.query),
+    )
+
+    app.get(
+      '/api-keys/:id',
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'Get one API key',
+          operationId: 'getApiKey',
+          params: IdParams,
+          response: { 200: ApiKeySchema, ...errorResponses(403, 404) },
+        },
+      },
+      async (request) => service.get(principalOf(request).tenantId, request.params.id),
+    )
+
+    app.post(
+      '/api-keys/:id/revoke',
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'Revoke an API key (irreversible; effective on every process within a second)',
+          operationId: 'revokeApiKey',
+          params: IdParams,
+          response: { 200: ApiKeySchema, ...errorResponses(403, 404) },
+        },
+      },
+      async (request) => service.revoke(actorOf(request), request.params.id),
+    )
+  }
+}

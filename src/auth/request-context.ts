@@ -1,0 +1,33 @@
+import type { FastifyRequest } from 'fastify'
+import { unauthorized } from '../platform/errors.ts'
+import type { Principal } from './authenticator.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the authentication hook on every non-public /api/v1 request. */
+    principal: Principal | null
+  }
+}
+
+/** Who did it, for audit records and `created_by` columns. */
+export interface Actor {
+  tenantId: string
+  actor: string
+  requestId: string | null
+  clientIp: string | null
+}
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw unauthorized()
+  return request.principal
+}
+
+export function actorOf(request: FastifyRequest): Actor {
+  const principal = principalOf(request)
+  return {
+    tenantId: principal.tenantId,
+    actor: `apikey:${principal.apiKeyId}`,
+    requestId: request.id,
+    clientIp: request.ip,
+  }
+}

@@ -1,0 +1,57 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Redis } from 'ioredis'
+import { Type } from 'typebox'
+import { isDatabaseUp, type Sql } from '../platform/database.ts'
+import { isRedisReady } from '../platform/redis.ts'
+
+const Dependency = Type.Object({ status: Type.Enum(['up', 'down']) })
+
+/**
+ * Public and cheap: what a load balancer and an operator need (up, degraded, which entropy
+ * source), nothing about internals. 200 while the API can serve (Redis down only pauses
+ * background work); 503 when the database is down.
+ */
+export function healthRoutes(deps: { sql: Sql; redis: Redis; version: string; entropySource: () => string }) {
+  const plugin: FastifyPluginAsyncTypebox = async (app) => {
+    app.get(
+      '/health',
+      {
+        schema: {
+          tags: ['Health'],
+          summary: 'Service health (no credential needed)',
+          operationId: 'getHealth',
+          security: [],
+          response: {
+            '2xx': Type.Object({
+              status: Type.Enum(['ok', 'degraded']),
+              version: Type.String(),
+              database: Dependency,
+              redis: Dependency,
+              entropy: Type.Object({ source: Type.String({ description: 'Entropy source in use' }) }),
+            }),
+            503: Type.Object({
+              status: Type.Enum(['ok', 'degraded']),
+              version: Type.String(),
+              database: Dependency,
+              redis: Dependency,
+              entropy: Type.Object({ source: Type.String() }),
+            }),
+          },
+        },
+      },
+      async (_request, reply) => {
+        const database = (await isDatabaseUp(deps.sql)) ? 'up' : 'down'
+        const redis = isRedisReady(deps.redis) ? 'up' : 'down'
+        const status = database === 'up' && redis === 'up' ? 'ok' : 'degraded'
+        return reply.code(database === 'up' ? 200 : 503).send({
+          status,
+          version: deps.version,
+          database: { status: database },
+          redis: { status: redis },
+          entropy: { source: deps.entropySource() },
+        })
+      },
+    )
+  }
+  return plugin
+}

@@ -1,0 +1,139 @@
+import { createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import type { Logger } from 'pino'
+import { ConfigError } from '../config.ts'
+
+/**
+ * The root of the key hierarchy. A keyring holds the primary master key (wraps new and re-wrapped
+ * KEKs) and earlier ones (still unwrap KEKs not yet re-wrapped), so a master key rotation never
+ * needs downtime. Keys are identified by a fingerprint that reveals nothing of the key.
+ */
+export interface MasterKey {
+  id: string
+  key: KeyObject
+}
+
+export interface MasterKeyring {
+  readonly primary: MasterKey
+  find(id: string): MasterKey | undefined
+  readonly all: readonly MasterKey[]
+}
+
+export const MASTER_KEY_BYTES = 32
+
+export function masterKeyId(raw: Uint8Array): string {
+  return `mk_${createHmac('sha256', raw).update('kms master key id v1').digest('hex').slice(0, 16)}`
+}
+
+export function parseMasterKey(text: string, origin: string): Buffer {
+  const trimmed = text.trim()
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(trimmed))
+    throw new ConfigError(`${origin}: the master key is not base64`)
+  const raw = Buffer.from(trimmed, 'base64')
+  if (raw.length !== MASTER_KEY_BYTES) {
+    throw new ConfigError(
+      `${origin}: the master key must decode to ${MASTER_KEY_BYTES} bytes, got ${raw.length}`,
+    )
+  }
+  return raw
+}
+
+export function generateMasterKey(): Buffer {
+  return randomBytes(MASTER_KEY_BYTES)
+}
+
+/** A key file holds one base64 key per line, the primary first. */
+export function readKeyFile(path: string): Buffer[] {
+  const lines = readFileSync(path, 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0 && !l.startsWith('#'))
+  if (lines.length === 0) throw new ConfigError(`${path}: the master key file holds no key`)
+  return lines.map((line, i) => parseMasterKey(line, `${path} line ${i + 1}`))
+}
+
+/** Written to a temporary file and renamed, so a reader never sees half a file. */
+export function writeKeyFile(path: string, keys: Uint8Array[]): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const tmp = `${path}.${process.pid}.tmp`
+  writeFileSync(tmp, `${keys.map((k) => Buffer.from(k).toString('base64')).join('\n')}\n`, { mode: 0o600 })
+  chmodSync(tmp, 0o600)
+  renameSync(tmp, path)
+}
+
+export function keyringFromRaw(raws: Uint8Array[]): MasterKeyring {
+  const all = raws.map((raw) => ({ id: masterKeyId(raw), key: createSecretKey(raw) }))
+  if (all.length === 0) throw new ConfigError('no master key')
+  const byId = new Map(all.map((k) => [k.id, k]))
+  return { primary: all[0]!, all, find: (id) => byId.get(id) }
+}
+
+/**
+ * A keyring read from a file re-reads the file when it meets a key id it does not know: a
+ * `kms rotate-master-key` run by another process adds the new key there first.
+ */
+function fileKeyring(path: string): MasterKeyring {
+  let current = keyringFromRaw(readKeyFile(path))
+  return {
+    get primary() {
+      return current.primary
+    },
+    get all() {
+      return current.all
+    },
+    find(id) {
+      const known = current.find(id)
+      if (known) return known
+      current = keyringFromRaw(readKeyFile(path))
+      return current.find(id)
+    },
+  }
+}
+
+export function defaultKeyFilePath(dataDir: string): string {
+  return join(dataDir, 'master.key')
+}
+
+export interface MasterKeySettings {
+  masterKey: string | undefined
+  previousMasterKeys: string[]
+  masterKeyFile: string | undefined
+  dataDir: string
+  production: boolean
+}
+
+export type MasterKeySource = 'environment' | 'file' | 'generated-development-file'
+
+export function loadMasterKeyring(
+  settings: MasterKeySettings,
+  logger: Pick<Logger, 'warn'>,
+): { keyring: MasterKeyring; source: MasterKeySource; path?: string } {
+  if (settings.masterKey) {
+    const raws = [
+      parseMasterKey(settings.masterKey, 'KMS_MASTER_KEY'),
+      ...settings.previousMasterKeys.map((k, i) => parseMasterKey(k, `KMS_MASTER_KEY_PREVIOUS[${i}]`)),
+    ]
+    return { keyring: keyringFromRaw(raws), source: 'environment' }
+  }
+  const path = settings.masterKeyFile ?? defaultKeyFilePath(settings.dataDir)
+  if (existsSync(path)) {
+    const mode = statSync(path).mode & 0o777
+    if (mode & 0o077)
+      logger.warn({ path }, `master key file is readable by others (mode ${mode.toString(8)})`)
+    return { keyring: fileKeyring(path), source: 'file', path }
+  }
+  if (settings.masterKeyFile) throw new ConfigError(`KMS_MASTER_KEY_FILE ${path} does not exist`)
+  if (settings.production) {
+    throw new ConfigError(
+      'NODE_ENV=production needs KMS_MASTER_KEY or KMS_MASTER_KEY_FILE; refusing to generate one',
+    )
+  }
+  writeKeyFile(path, [generateMasterKey()])
+  logger.warn(
+    { path },
+    'NO MASTER KEY CONFIGURED: generated a development master key file. Anyone who can read it can decrypt ' +
+      'every tenant key. Set KMS_MASTER_KEY or KMS_MASTER_KEY_FILE for any real deployment.',
+  )
+  return { keyring: fileKeyring(path), source: 'generated-development-file', path }
+}

@@ -1,0 +1,37 @@
+/**
+ * Every error the API answers with is an AppError: a status, a stable snake_case code
+ * clients can branch on, and a message for humans. Anything else becomes a 500 with no detail.
+ */
+export class AppError extends Error {
+  readonly statusCode: number
+  readonly code: string
+  readonly details: Record<string, unknown> | undefined
+
+  constructor(statusCode: number, code: string, message: string, details?: Record<string, unknown>) {
+    super(message)
+    this.statusCode = statusCode
+    this.code = code
+    this.details = details
+  }
+}
+
+export const unauthorized = () =>
+  new AppError(401, 'unauthorized', 'A valid API key is required in the X-Api-Key header')
+
+export const insufficientScope = (required: string) =>
+  new AppError(403, 'insufficient_scope', `This API key lacks the scope ${required}`, {
+    requiredScope: required,
+  })
+
+export const notFound = (code: string, what: string) => new AppError(404, code, `${what} not found`)
+
+export const serviceUnavailable = (code: string, message: string) => new AppError(503, code, message)
+
+/** PostgreSQL SQLSTATE for unique_violation. */
+export const UNIQUE_VIOLATION = '23505'
+
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  if (typeof error !== 'object' || error === null) return false
+  const e = error as { code?: unknown; constraint_name?: unknown }
+  return e.code === UNIQUE_VIOLATION && (constraint === undefined || e.constraint_name === constraint)
+}

@@ -1,0 +1,45 @@
+import { type TSchema, Type } from 'typebox'
+
+/** The one error body of the API: `{error, message, ...details}`. */
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.String({ description: 'Stable snake_case error code' }),
+    message: Type.String({ description: 'Human-readable explanation' }),
+  },
+  { additionalProperties: true, title: 'Error' },
+)
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid request (validation_failed, invalid_json, ...)',
+  401: 'Missing, unknown, expired or revoked API key (unauthorized)',
+  403: 'The API key lacks the scope (insufficient_scope)',
+  404: 'Not found, or belongs to another tenant',
+  409: 'Conflict with the current state',
+  413: 'Body too large (payload_too_large)',
+  415: 'Content-Type is not application/json (unsupported_media_type)',
+  503: 'A dependency needed to perform and audit the operation is unavailable',
+}
+
+/** Error responses a route can give, for its schema (serialization and the OpenAPI document). */
+export function errorResponses(...statuses: number[]): Record<number, TSchema> {
+  const out: Record<number, TSchema> = {}
+  for (const status of [400, 401, ...statuses]) {
+    out[status] = { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' }
+  }
+  return out
+}
+
+export const Uuid = (description: string) => Type.String({ format: 'uuid', description })
+
+export const Timestamp = (description: string) => Type.String({ format: 'date-time', description })
+
+/** A bounded string: every string in a request has a length limit. */
+export const Text = (maxLength: number, description: string, minLength = 0) =>
+  Type.String({ minLength, maxLength, description })
+
+export const IdParams = Type.Object({ id: Uuid('Resource id') }, { additionalProperties: false })
+
+export const PageQuery = {
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Items per page' }),
+  offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0, description: 'Items to skip' }),
+}

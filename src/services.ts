@@ -1,0 +1,82 @@
+import type { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
+import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
+import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
+import type { Config } from './config.ts'
+import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
+import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
+import { connectDatabase, type Sql } from './platform/database.ts'
+import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
+import { createRedis } from './platform/redis.ts'
+
+/** The composition root: every long-lived component of a process, built once, passed explicitly. */
+export interface Services {
+  config: Config
+  logger: Logger
+  sql: Sql
+  redis: Redis
+  bus: InvalidationBus
+  masterKeys: MasterKeyring
+  tenantKeks: TenantKeks
+  audit: AuditLog
+  authenticator: Authenticator
+  apiKeys: ApiKeyService
+  close(): Promise<void>
+}
+
+async function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, timeoutMs)
+    function done() {
+      clearTimeout(timer)
+      redis.off('ready', done)
+      resolve()
+    }
+    redis.once('ready', done)
+  })
+}
+
+export async function createServices(
+  config: Config,
+  logger: Logger,
+  databaseUrl: string,
+  role: string,
+): Promise<Services> {
+  const sql = connectDatabase({
+    url: databaseUrl,
+    poolSize: config.databasePoolSize,
+    statementTimeoutMs: config.auditWriteTimeoutMs,
+    applicationName: `kms-${role}`,
+  })
+  const redis = createRedis(config.redisUrl, `kms-${role}`, logger)
+  const subscriber = createRedis(config.redisUrl, `kms-${role}-sub`, logger)
+  const bus = createInvalidationBus({ publisher: redis, subscriber, prefix: config.redisPrefix, logger })
+  // Redis is optional for serving, but a process that starts with it should be subscribed first.
+  await Promise.all([waitReady(redis, 2000), waitReady(subscriber, 2000)])
+  const { keyring: masterKeys } = loadMasterKeyring(config, logger)
+  const tenantKeks = createTenantKeks({ sql, masterKeys })
+  const audit = createAuditLog({ sql, logger, timeoutMs: config.auditWriteTimeoutMs })
+  const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
+  const apiKeys = createApiKeyService({ sql, audit, authenticator })
+
+  return {
+    config,
+    logger,
+    sql,
+    redis,
+    bus,
+    masterKeys,
+    tenantKeks,
+    audit,
+    authenticator,
+    apiKeys,
+    async close() {
+      await audit.flush()
+      await bus.close()
+      redis.disconnect()
+      await sql.end({ timeout: 5 })
+    },
+  }
+}
