@@ -20,12 +20,16 @@ export const REDACTED_PATHS = [
   'headers.authorization',
 ]
 
-export function createLogger(level: string, name: string): Logger {
-  return pino({
-    name,
-    level,
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-    base: { pid: process.pid },
-    timestamp: pino.stdTimeFunctions.isoTime,
-  })
+/** `destination` 2 sends the log to stderr (command-line tools keep stdout for results). */
+export function createLogger(level: string, name: string, destination: 1 | 2 = 1): Logger {
+  return pino(
+    {
+      name,
+      level,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    pino.destination({ fd: destination, sync: destination === 2 }),
+  )
 }

@@ -1,0 +1,272 @@
+import { parseArgs } from 'node:util'
+import type { Logger } from 'pino'
+import { createAuditLog } from '../audit/audit-log.ts'
+import { createApiKeyService } from '../auth/api-key-service.ts'
+import { createAuthenticator } from '../auth/authenticator.ts'
+import { isScope, SCOPES, type Scope } from '../auth/scopes.ts'
+import { type Config, ConfigError, loadConfig } from '../config.ts'
+import {
+  defaultKeyFilePath,
+  generateMasterKey,
+  keyringFromRaw,
+  loadMasterKeyring,
+  type MasterKeyring,
+  readKeyFile,
+  writeKeyFile,
+} from '../keyring/master-key.ts'
+import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
+import { connectDatabase, type Sql } from '../platform/database.ts'
+import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
+import { createInvalidationBus } from '../platform/invalidation-bus.ts'
+import { createLogger } from '../platform/logger.ts'
+import { migrate } from '../platform/migrations.ts'
+import { createRedis } from '../platform/redis.ts'
+import { createTenant } from '../tenants/tenant-service.ts'
+import { listTenants } from '../tenants/tenant-store.ts'
+
+/**
+ * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON, progress and
+ * errors to stderr; a failure exits non-zero.
+ */
+const USAGE = `Usage: npm run kms -- <command> [options]
+
+Commands:
+  create-tenant --name NAME [--scopes s1,s2]     Create a tenant and its first API key (full scope by default)
+  list-tenants                                   List tenants
+  create-api-key --tenant ID --name NAME --scopes s1,s2 [--expires-at ISO]
+  list-api-keys --tenant ID [--include-revoked]
+  revoke-api-key --tenant ID --id KEY_ID         Revoke; every running process stops accepting it within 1 s
+  generate-master-key                            Print a new random master key (base64)
+  rotate-master-key                              Re-wrap every tenant KEK under a new master key (see docs/operations.md)
+  migrate                                        Apply pending database migrations
+
+Scopes: ${SCOPES.join(', ')}`
+
+class UsageError extends Error {}
+
+function required(values: Record<string, unknown>, name: string): string {
+  const value = values[name]
+  if (typeof value !== 'string' || value.length === 0) throw new UsageError(`--${name} is required`)
+  return value
+}
+
+function parseScopes(raw: string | undefined): Scope[] | undefined {
+  if (raw === undefined) return undefined
+  const scopes = raw.split(',').map((s) => s.trim())
+  const unknown = scopes.filter((s) => !isScope(s))
+  if (unknown.length > 0) throw new UsageError(`unknown scope(s): ${unknown.join(', ')}`)
+  return scopes as Scope[]
+}
+
+const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
+const progress = (text: string) => process.stderr.write(`${text}\n`)
+
+interface Database {
+  sql: Sql
+  close(): Promise<void>
+}
+
+/** The configured database, else the embedded one: through the running service's socket, or opened here. */
+async function openDatabase(config: Config): Promise<Database> {
+  const connect = (url: string) =>
+    connectDatabase({ url, poolSize: 1, statementTimeoutMs: 60_000, applicationName: 'kms-cli' })
+  if (config.databaseUrl) {
+    const sql = connect(config.databaseUrl)
+    return { sql, close: () => sql.end({ timeout: 5 }) }
+  }
+  const running = await runningEmbeddedPostgres(config.dataDir)
+  if (running) {
+    const sql = connect(running)
+    return { sql, close: () => sql.end({ timeout: 5 }) }
+  }
+  const embedded = await startEmbeddedPostgres(config.dataDir)
+  const sql = connect(embedded.url)
+  return {
+    sql,
+    async close() {
+      await sql.end({ timeout: 5 })
+      await embedded.stop()
+    },
+  }
+}
+
+async function withServices<T>(
+  config: Config,
+  logger: Logger,
+  run: (deps: {
+    sql: Sql
+    masterKeys: MasterKeyring
+    apiKeys: ReturnType<typeof createApiKeyService>
+    audit: ReturnType<typeof createAuditLog>
+  }) => Promise<T>,
+): Promise<T> {
+  const db = await openDatabase(config)
+  const redis = createRedis(config.redisUrl, 'kms-cli', logger)
+  const subscriber = createRedis(config.redisUrl, 'kms-cli-sub', logger)
+  try {
+    await migrate(db.sql)
+    await new Promise<void>((resolve) => {
+      if (redis.status === 'ready') return resolve()
+      const timer = setTimeout(resolve, 2000)
+      redis.once('ready', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+    const bus = createInvalidationBus({ publisher: redis, subscriber, prefix: config.redisPrefix, logger })
+    const { keyring: masterKeys } = loadMasterKeyring(config, logger)
+    const audit = createAuditLog({ sql: db.sql, logger, timeoutMs: 10_000 })
+    const authenticator = createAuthenticator({ sql: db.sql, bus, ttlMs: 0 })
+    const apiKeys = createApiKeyService({ sql: db.sql, audit, authenticator })
+    return await run({ sql: db.sql, masterKeys, apiKeys, audit })
+  } finally {
+    redis.disconnect()
+    subscriber.disconnect()
+    await db.close()
+  }
+}
+
+const cliActor = (tenantId: string) => ({ tenantId, actor: 'cli', requestId: null, clientIp: null })
+
+async function rotateMasterKey(config: Config, logger: Logger): Promise<void> {
+  if (config.masterKey) {
+    // Environment-configured: the operator already set KMS_MASTER_KEY to the new key and
+    // KMS_MASTER_KEY_PREVIOUS to the old one(s); every process can unwrap both during the run.
+    await withServices(config, logger, async ({ sql, masterKeys }) => {
+      const result = await rewrapAllKeks(sql, masterKeys, (p) =>
+        progress(`re-wrapped ${p.done}/${p.total} KEKs`),
+      )
+      print({ masterKeyId: masterKeys.primary.id, rewrapped: result.done })
+    })
+    return
+  }
+  const path = config.masterKeyFile ?? defaultKeyFilePath(config.dataDir)
+  const old = readKeyFile(path)
+  const fresh = generateMasterKey()
+  // 1. The new key goes first in the file, the old ones stay: running processes re-read the file
+  //    when they meet the new key id, and can still unwrap KEKs not yet re-wrapped.
+  writeKeyFile(path, [fresh, ...old])
+  progress(`added a new primary master key to ${path}`)
+  await withServices(config, logger, async ({ sql }) => {
+    const keyring = keyringFromRaw([fresh, ...old])
+    const result = await rewrapAllKeks(sql, keyring, (p) => progress(`re-wrapped ${p.done}/${p.total} KEKs`))
+    // 2. Every KEK is under the new key: the old ones can go.
+    writeKeyFile(path, [fresh])
+    progress('removed the retired master key(s) from the key file')
+    print({ masterKeyId: keyring.primary.id, rewrapped: result.done, keyFile: path })
+  })
+}
+
+export async function runCli(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      name: { type: 'string' },
+      tenant: { type: 'string' },
+      scopes: { type: 'string' },
+      id: { type: 'string' },
+      'expires-at': { type: 'string' },
+      'include-revoked': { type: 'boolean', default: false },
+    },
+    strict: true,
+  })
+  const config = loadConfig()
+  // Logs go to stderr so stdout stays machine-readable.
+  const logger = createLogger(process.env['LOG_LEVEL'] ?? 'warn', 'kms-cli', 2)
+
+  switch (command) {
+    case 'create-tenant': {
+      const name = required(values, 'name')
+      const scopes = parseScopes(values.scopes)
+      await withServices(config, logger, async (deps) => {
+        const created = await createTenant(deps, { name, actor: 'cli', ...(scopes ? { scopes } : {}) })
+        print({
+          tenantId: created.tenant.id,
+          name: created.tenant.name,
+          apiKey: { id: created.apiKey.id, key: created.apiKey.key, scopes: created.apiKey.scopes },
+        })
+      })
+      return
+    }
+    case 'list-tenants':
+      await withServices(config, logger, async ({ sql }) => {
+        print((await listTenants(sql)).map((t) => ({ id: t.id, name: t.name, createdAt: t.created_at })))
+      })
+      return
+    case 'create-api-key': {
+      const tenantId = required(values, 'tenant')
+      const name = required(values, 'name')
+      const scopes = parseScopes(required(values, 'scopes'))!
+      const expiresRaw = values['expires-at']
+      const expiresAt = expiresRaw ? new Date(expiresRaw) : null
+      if (expiresAt && Number.isNaN(expiresAt.getTime()))
+        throw new UsageError('--expires-at is not a timestamp')
+      await withServices(config, logger, async ({ apiKeys }) => {
+        const { view, key } = await apiKeys.create(cliActor(tenantId), { name, scopes, expiresAt })
+        print({ ...view, key })
+      })
+      return
+    }
+    case 'list-api-keys': {
+      const tenantId = required(values, 'tenant')
+      await withServices(config, logger, async ({ apiKeys }) => {
+        print(
+          await apiKeys.list(tenantId, { limit: 1000, offset: 0, includeRevoked: values['include-revoked'] }),
+        )
+      })
+      return
+    }
+    case 'revoke-api-key': {
+      const tenantId = required(values, 'tenant')
+      const id = required(values, 'id')
+      await withServices(config, logger, async ({ apiKeys }) =>
+        print(await apiKeys.revoke(cliActor(tenantId), id)),
+      )
+      return
+    }
+    case 'generate-master-key':
+      print({ masterKey: generateMasterKey().toString('base64') })
+      return
+    case 'rotate-master-key':
+      await rotateMasterKey(config, logger)
+      return
+    case 'migrate': {
+      const db = await openDatabase(config)
+      try {
+        const applied = await migrate(db.sql)
+        print({ applied: applied.map((m) => `${m.version}_${m.name}`) })
+      } finally {
+        await db.close()
+      }
+      return
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+      process.stdout.write(`${USAGE}\n`)
+      return
+    default:
+      throw new UsageError(`unknown command "${command}"`)
+  }
+}
+
+runCli(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (err: unknown) => {
+    const parseError = (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    if (err instanceof UsageError || err instanceof ConfigError || parseError) {
+      process.stderr.write(`kms: ${(err as Error).message}\n\n${USAGE}\n`)
+      process.exit(2)
+    }
+    const e = err as { message?: string; code?: string }
+    const reason =
+      e.code === '22P02'
+        ? 'an id is not a valid UUID'
+        : e.code === '23503'
+          ? 'no such tenant'
+          : (e.message ?? String(err))
+    process.stderr.write(`kms: ${reason}\n`)
+    process.exit(1)
+  },
+)
