@@ -1,0 +1,210 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { type ApiProcess, startApiProcess } from '../../src/api-process.ts'
+import type { Scope } from '../../src/auth/scopes.ts'
+import { prepareDatabase } from '../../src/bootstrap.ts'
+import { type Config, loadConfig } from '../../src/config.ts'
+import { keyringFromRaw } from '../../src/keyring/master-key.ts'
+import { connectDatabase, type Sql } from '../../src/platform/database.ts'
+import { createLogger } from '../../src/platform/logger.ts'
+import { createTenant } from '../../src/tenants/tenant-service.ts'
+
+/**
+ * Test harness: every test file gets its own PostgreSQL database on the real server, its own
+ * Redis key prefix on the real Redis, and a real service listening on a real port.
+ */
+export const ADMIN_DATABASE_URL =
+  process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+export const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379'
+export const PROJECT_ROOT = join(import.meta.dirname, '..', '..')
+export const NODE_BIN = process.execPath
+
+export interface TestDatabase {
+  url: string
+  name: string
+  drop(): Promise<void>
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `kms_test_${randomBytes(6).toString('hex')}`
+  const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(ADMIN_DATABASE_URL)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    name,
+    async drop() {
+      const a = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await a.end()
+    },
+  }
+}
+
+/** Environment for a service under test: its own database and Redis prefix, a fixed master key. */
+export function testEnv(db: TestDatabase, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: db.url,
+    REDIS_URL,
+    KMS_REDIS_PREFIX: `${db.name}:`,
+    KMS_MASTER_KEY: randomBytes(32).toString('base64'),
+    KMS_DATA_DIR: join(PROJECT_ROOT, 'data', 'test', db.name),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    KMS_API_PROCESSES: '1',
+    KMS_BOOTSTRAP: 'false',
+    ...extra,
+  }
+}
+
+export interface TenantWithKey {
+  tenantId: string
+  apiKeyId: string
+  key: string
+}
+
+export interface HttpResult {
+  status: number
+  headers: Headers
+  body: any
+  text: string
+}
+
+export interface TestService {
+  baseUrl: string
+  config: Config
+  db: TestDatabase
+  api: ApiProcess
+  /** A direct connection to the service's database, for assertions on what was stored. */
+  sql: Sql
+  createTenant(scopes?: readonly Scope[]): Promise<TenantWithKey>
+  request(
+    method: string,
+    path: string,
+    options?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> },
+  ): Promise<HttpResult>
+  stop(): Promise<void>
+}
+
+export async function startTestService(extraEnv: Record<string, string> = {}): Promise<TestService> {
+  const db = await createTestDatabase()
+  const env = testEnv(db, extraEnv)
+  const config = loadConfig(env)
+  const logger = createLogger('silent', 'kms-test')
+  const sql = connectDatabase({
+    url: db.url,
+    poolSize: 4,
+    statementTimeoutMs: 10_000,
+    applicationName: 'kms-test',
+  })
+  const masterKeys = keyringFromRaw([Buffer.from(env['KMS_MASTER_KEY']!, 'base64')])
+  await prepareDatabase({ sql, masterKeys, logger }, { bootstrap: false, print: () => {} })
+  const api = await startApiProcess(config, logger, db.url)
+  const baseUrl = api.url
+
+  return {
+    baseUrl,
+    config,
+    db,
+    api,
+    sql,
+    async createTenant(scopes) {
+      const created = await createTenant(
+        {
+          sql: api.services.sql,
+          masterKeys: api.services.masterKeys,
+          apiKeys: api.services.apiKeys,
+          audit: api.services.audit,
+        },
+        { name: `tenant-${randomBytes(3).toString('hex')}`, actor: 'test', ...(scopes ? { scopes } : {}) },
+      )
+      return { tenantId: created.tenant.id, apiKeyId: created.apiKey.id, key: created.apiKey.key }
+    },
+    request: (method, path, options = {}) => httpRequest(baseUrl, method, path, options),
+    async stop() {
+      await api.stop()
+      await sql.end({ timeout: 5 })
+      await db.drop()
+    },
+  }
+}
+
+export async function httpRequest(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<HttpResult> {
+  const headers: Record<string, string> = { ...options.headers }
+  if (options.key !== undefined) headers['x-api-key'] = options.key
+  let body: string | undefined = options.rawBody
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body)
+    headers['content-type'] ??= 'application/json'
+  }
+  const response = await fetch(new URL(path, baseUrl), { method, headers, body })
+  const text = await response.text()
+  let parsed: unknown
+  try {
+    parsed = text.length > 0 ? JSON.parse(text) : undefined
+  } catch {
+    parsed = undefined
+  }
+  return { status: response.status, headers: response.headers, body: parsed, text }
+}
+
+export interface SpawnedService {
+  baseUrl: string
+  child: ChildProcess
+  output(): string
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+/** Runs `node src/main.ts` as `npm start` does, and waits until it listens. */
+export async function spawnService(env: Record<string, string>, timeoutMs = 60_000): Promise<SpawnedService> {
+  const child = spawn(NODE_BIN, ['src/main.ts'], {
+    cwd: PROJECT_ROOT,
+    // The listening address is read from the log, so the log must be on.
+    env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString()
+  })
+  child.stderr!.on('data', (chunk: Buffer) => {
+    output += chunk.toString()
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not start in time:\n${output}`)), timeoutMs)
+    const poll = setInterval(() => {
+      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
+      if (match) {
+        clearInterval(poll)
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }, 50)
+    void exited.then((code) => {
+      clearInterval(poll)
+      clearTimeout(timer)
+      reject(new Error(`service exited with ${code} before listening:\n${output}`))
+    })
+  })
+  return {
+    baseUrl,
+    child,
+    output: () => output,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return child.exitCode
+      child.kill(signal)
+      return exited
+    },
+  }
+}
