@@ -44,6 +44,9 @@ Scopes: ${SCOPES.join(', ')}`
 
 class UsageError extends Error {}
 
+/** Longer than any tenant creation takes between reading the primary key and committing. */
+const STRAGGLER_WAIT_MS = 2000
+
 function required(values: Record<string, unknown>, name: string): string {
   const value = values[name]
   if (typeof value !== 'string' || value.length === 0) throw new UsageError(`--${name} is required`)
@@ -153,7 +156,11 @@ async function rotateMasterKey(config: Config, logger: Logger): Promise<void> {
     // 2. Every KEK is under the new key: the old ones can go.
     writeKeyFile(path, [fresh])
     progress('removed the retired master key(s) from the key file')
-    print({ masterKeyId: keyring.primary.id, rewrapped: result.done, keyFile: path })
+    // 3. A tenant created by a process that had not yet seen step 1 may have been wrapped under
+    //    an old key after the re-wrap read its batch: this process still holds the old keys.
+    await new Promise((resolve) => setTimeout(resolve, STRAGGLER_WAIT_MS))
+    const stragglers = await rewrapAllKeks(sql, keyring)
+    print({ masterKeyId: keyring.primary.id, rewrapped: result.done + stragglers.done, keyFile: path })
   })
 }
 

@@ -70,13 +70,24 @@ export function keyringFromRaw(raws: Uint8Array[]): MasterKeyring {
 }
 
 /**
- * A keyring read from a file re-reads the file when it meets a key id it does not know: a
- * `kms rotate-master-key` run by another process adds the new key there first.
+ * A keyring read from a file follows the file: `kms rotate-master-key`, run by another process,
+ * puts the new primary key first there. The file is re-read when its modification time changes
+ * (checked when the primary key is needed, which is rare) or when an unknown key id turns up.
  */
 function fileKeyring(path: string): MasterKeyring {
+  const stamp = () => {
+    const st = statSync(path)
+    return `${st.mtimeMs}:${st.size}:${st.ino}`
+  }
+  let loadedStamp = stamp()
   let current = keyringFromRaw(readKeyFile(path))
+  const reload = () => {
+    loadedStamp = stamp()
+    current = keyringFromRaw(readKeyFile(path))
+  }
   return {
     get primary() {
+      if (stamp() !== loadedStamp) reload()
       return current.primary
     },
     get all() {
@@ -85,7 +96,7 @@ function fileKeyring(path: string): MasterKeyring {
     find(id) {
       const known = current.find(id)
       if (known) return known
-      current = keyringFromRaw(readKeyFile(path))
+      reload()
       return current.find(id)
     },
   }

@@ -6,7 +6,7 @@ import { type ApiProcess, startApiProcess } from '../../src/api-process.ts'
 import type { Scope } from '../../src/auth/scopes.ts'
 import { prepareDatabase } from '../../src/bootstrap.ts'
 import { type Config, loadConfig } from '../../src/config.ts'
-import { keyringFromRaw } from '../../src/keyring/master-key.ts'
+import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
 import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createTenant } from '../../src/tenants/tenant-service.ts'
@@ -78,6 +78,8 @@ export interface HttpResult {
 export interface TestService {
   baseUrl: string
   config: Config
+  /** The environment the service runs with: another process given it joins the same deployment. */
+  env: Record<string, string>
   db: TestDatabase
   api: ApiProcess
   /** A direct connection to the service's database, for assertions on what was stored. */
@@ -102,7 +104,7 @@ export async function startTestService(extraEnv: Record<string, string> = {}): P
     statementTimeoutMs: 10_000,
     applicationName: 'kms-test',
   })
-  const masterKeys = keyringFromRaw([Buffer.from(env['KMS_MASTER_KEY']!, 'base64')])
+  const { keyring: masterKeys } = loadMasterKeyring(config, logger)
   await prepareDatabase({ sql, masterKeys, logger }, { bootstrap: false, print: () => {} })
   const api = await startApiProcess(config, logger, db.url)
   const baseUrl = api.url
@@ -110,6 +112,7 @@ export async function startTestService(extraEnv: Record<string, string> = {}): P
   return {
     baseUrl,
     config,
+    env,
     db,
     api,
     sql,
@@ -156,6 +159,32 @@ export async function httpRequest(
     parsed = undefined
   }
   return { status: response.status, headers: response.headers, body: parsed, text }
+}
+
+export interface CliResult {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs `npm run kms -- <args>` as an operator would (the same entry point, without npm's banner). */
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(NODE_BIN, ['src/cli/main.ts', ...args], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString()
+    })
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString()
+    })
+    child.once('exit', (code) => resolve({ code, stdout, stderr }))
+  })
 }
 
 export interface SpawnedService {
