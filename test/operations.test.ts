@@ -50,7 +50,6 @@ describe('OpenAPI document', () => {
     const registered = registeredRoutes(svc.api.app.printRoutes({ commonPrefix: false })).filter((r) =>
       r.includes(' /api/v1/'),
     )
-    )
     const undocumented = registered.filter(
       (r) => !r.startsWith('HEAD ') && !r.endsWith('/openapi.json') && !documented.has(r),
     )
