@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict'
+import { after, before, test } from 'node:test'
+import {
+  httpRequest,
+  runCli,
+  type SpawnedService,
+  spawnService,
+  startTestService,
+  type TestService,
+} from './helpers/service.ts'
+
+let owner: TestService
+let svc: SpawnedService
+
+before(async () => {
+  owner = await startTestService()
+  svc = await spawnService({ ...owner.env, LOG_LEVEL: 'debug' })
+})
+after(async () => {
+  await svc?.stop()
+  await owner?.stop()
+})
+
+test('logs carry request ids but never an API key, a created key or a request body', async () => {
+  const created = await runCli(['create-tenant', '--name', 'logged'], owner.env)
+  assert.equal(created.code, 0, created.stderr)
+  const key = JSON.parse(created.stdout).apiKey.key as string
+
+  const ok = await httpRequest(svc.baseUrl, 'POST', '/api/v1/api-keys', {
+    key,
+    body: { name: 'secret-marker-name', scopes: ['audit:read'] },
+    headers: { 'x-request-id': 'trace-logging-1', authorization: 'Bearer should-not-appear' },
+  })
+  assert.equal(ok.status, 201)
+  const minted = ok.body.key as string
+  await httpRequest(svc.baseUrl, 'POST', '/api/v1/api-keys', {
+    key: `${key.slice(0, -1)}X`,
+    rawBody: `{"name": "${minted}"`,
+    headers: { 'content-type': 'application/json' },
+  })
+  await httpRequest(svc.baseUrl, 'GET', '/api/v1/tenant', { key })
+  await new Promise((resolve) => setTimeout(resolve, 200))
+
+  const output = svc.output()
+  assert.match(output, /trace-logging-1/, 'request ids are logged')
+  assert.ok(!output.includes(key), 'the caller API key is not logged')
+  assert.ok(!output.includes(key.slice(4, 16)), 'not even its lookup part')
+  assert.ok(!output.includes(minted), 'a created API key is not logged')
+  assert.ok(!output.includes('should-not-appear'), 'authorization headers are not logged')
+  assert.ok(!output.includes('secret-marker-name'), 'request bodies are not logged')
+})
