@@ -74,7 +74,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async (api) => {
       await api.register(healthRoutes(deps))
       await api.register(tenantRoutes(deps.sql))
-      await api.register(apiKeyRoutes(deps.apiKeys))
+      await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
       await api.register(auditRoutes(deps.sql))
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
     },

@@ -31,7 +31,7 @@ const AuditQuery = Type.Object(
     to: Type.Optional(Timestamp('Records before this time')),
     limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
     cursor: Type.Optional(
-      Type.String({ pattern: '^[0-9]{1,19}$', description: 'nextCursor of the previous page' }),
+      Type.String({ pattern: '^[0-9]{1,18}$', description: 'nextCursor of the previous page' }),
     ),
   },
   { additionalProperties: false },

@@ -73,8 +73,9 @@ export async function listAuditEntries(
   if (filter.to) conditions.push(db`occurred_at < ${filter.to}`)
   if (filter.before) conditions.push(db`id < ${filter.before}`)
   const where = conditions.reduce((acc, c) => db`${acc} AND ${c}`)
+  // Ordered by the bigint column, not by the text alias of the same name.
   return db<AuditRow[]>`
     SELECT id::text AS id, tenant_id, occurred_at, actor, action, resource, key_version, outcome,
            request_id, client_ip, details
-    FROM audit_log WHERE ${where} ORDER BY id DESC LIMIT ${filter.limit}`
+    FROM audit_log WHERE ${where} ORDER BY audit_log.id DESC LIMIT ${filter.limit}`
 }

@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { AuditLog } from '../audit/audit-log.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, IdParams, PageQuery, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import type { ApiKeyService } from './api-key-service.ts'
+import { recordDenied } from './auth-hook.ts'
 import { actorOf, principalOf } from './request-context.ts'
 import { ScopeSchema } from './scopes.ts'
 
@@ -33,7 +35,7 @@ const CreateApiKeyBody = Type.Object(
   { additionalProperties: false },
 )
 
-export function apiKeyRoutes(service: ApiKeyService): FastifyPluginAsyncTypebox {
+export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post(
       '/api-keys',
@@ -53,6 +55,7 @@ export function apiKeyRoutes(service: ApiKeyService): FastifyPluginAsyncTypebox 
         const principal = principalOf(request)
         const missing = request.body.scopes.filter((s) => !principal.scopes.has(s))
         if (missing.length > 0) {
+          await recordDenied(audit, request, missing.join(' '))
           throw new AppError(403, 'scope_escalation', 'An API key cannot grant scopes it does not hold', {
             missingScopes: missing,
           })

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { insufficientScope, unauthorized } from '../platform/errors.ts'
 import type { Authenticator, Principal } from './authenticator.ts'
-import { hasRule, type Requirement, requirementFor } from './scopes.ts'
+import { hasRule, type Requirement, requirementFor, type Scope } from './scopes.ts'
 
 export const API_PREFIX = '/api/v1'
 
@@ -17,7 +17,34 @@ function policyPath(request: FastifyRequest): string | undefined {
 const concrete = (routeUrl: string) => routeUrl.replace(/:[^/]+/g, 'x')
 
 function allowed(requirement: Requirement, principal: Principal): boolean {
-  return requirement.kind !== 'scoped' || requirement.anyOf.some((scope) => principal.scopes.has(scope))
+  return (
+    requirement.kind !== 'scoped' || requirement.anyOf.some((scope) => principal.scopes.has(scope as Scope))
+  )
+}
+
+/**
+ * A refused attempt to change state is worth a record (outcome `denied`). Nothing ran, so a
+ * failure to write it is logged by the audit log and not turned into a 503.
+ */
+export async function recordDenied(
+  audit: AuditLog,
+  request: FastifyRequest,
+  requiredScope: string,
+): Promise<void> {
+  const principal = request.principal
+  if (!principal || request.method === 'GET' || request.method === 'HEAD') return
+  await audit
+    .record({
+      tenantId: principal.tenantId,
+      actor: `apikey:${principal.apiKeyId}`,
+      action: 'authorization.denied',
+      resource: `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]!.slice(0, 200)}`,
+      outcome: 'denied',
+      requestId: request.id,
+      clientIp: request.ip,
+      details: { requiredScope },
+    })
+    .catch(() => {})
 }
 
 /**
@@ -52,22 +79,8 @@ export function registerAuthentication(
     request.principal = principal
 
     if (!allowed(requirement, principal)) {
-      const required = requirement.kind === 'scoped' ? requirement.anyOf[0]! : 'none'
-      if (request.method !== 'GET' && request.method !== 'HEAD') {
-        // A refused attempt to change state is worth a record; nothing ran, so a failed write only logs.
-        await deps.audit
-          .record({
-            tenantId: principal.tenantId,
-            actor: `apikey:${principal.apiKeyId}`,
-            action: 'authorization.denied',
-            resource: `${request.method} ${request.routeOptions.url ?? path}`,
-            outcome: 'denied',
-            requestId: request.id,
-            clientIp: request.ip,
-            details: { requiredScope: required },
-          })
-          .catch(() => {})
-      }
+      const required = requirement.kind === 'scoped' ? (requirement.anyOf[0] ?? 'none') : 'none'
+      await recordDenied(deps.audit, request, required)
       throw insufficientScope(required)
     }
   })

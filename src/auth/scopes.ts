@@ -39,7 +39,8 @@ export function isScope(value: string): value is Scope {
 export type Requirement =
   | { kind: 'public' }
   | { kind: 'authenticated' }
-  | { kind: 'scoped'; anyOf: readonly Scope[] }
+  /** Any one of these scopes suffices; an empty or unobtainable list refuses every key. */
+  | { kind: 'scoped'; anyOf: readonly string[] }
 
 interface Rule {
   pattern: RegExp
@@ -90,8 +91,15 @@ export function requirementFor(method: string, path: string): Requirement {
   const rule = ruleFor(path)
   if (!rule) return { kind: 'authenticated' }
   if (rule.kind) return { kind: rule.kind }
-  const primary = rule.only ?? (`${rule.resource}:${READ_METHODS.has(method) ? 'read' : 'write'}` as Scope)
-  return { kind: 'scoped', anyOf: [primary, ...(rule.also ?? [])] }
+  const access = READ_METHODS.has(method) ? 'read' : 'write'
+  if (rule.only) {
+    const [resource, only] = rule.only.split(':') as [string, string]
+    // `audit:read` grants reads only, `encryption:write` writes only: the other kind of method
+    // needs a scope that does not exist, so every key is refused.
+    if (only !== access) return { kind: 'scoped', anyOf: [`${resource}:${access}`] }
+    return { kind: 'scoped', anyOf: [rule.only, ...(rule.also ?? [])] }
+  }
+  return { kind: 'scoped', anyOf: [`${rule.resource}:${access}`] }
 }
 
 /** True when an explicit rule covers the path: every registered route must have one. */
