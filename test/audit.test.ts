@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import postgres from 'postgres'
-import type { AuditEntry } from '../src/audit/audit-store.ts'
+import type { AuditEntry, AuditRow } from '../src/audit/audit-store.ts'
 import { AppError } from '../src/platform/errors.ts'
 import { startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -11,20 +11,6 @@ import { startTestService, type TenantWithKey, type TestService } from './helper
  * request; never a secret; durable before the operation answers (no record, no operation);
  * group commit; and the tenant's listing with its filters and cursor pagination.
  */
-
-interface AuditRow {
-  id: string
-  tenant_id: string
-  occurred_at: Date
-  actor: string
-  action: string
-  resource: string | null
-  key_version: number | null
-  outcome: string
-  request_id: string | null
-  client_ip: string | null
-  details: Record<string, unknown> | null
-}
 
 interface AuditView {
   id: string
