@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { AuditLog } from './audit/audit-log.ts'
@@ -43,10 +43,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { maxParamLength: 200 },
+    // Long path parameters reach schema validation (400 after authentication) instead of
+    // the router's 414, which would answer before authentication.
+    routerOptions: { maxParamLength: 16_384 },
+    // Malformed URLs never reach the routes; answer them in the API's own format.
+    frameworkErrors: (_error, request, reply) => {
+      const raw = reply as unknown as FastifyReply
+      raw
+        .code(400)
+        .header('x-request-id', request.id)
+        .send({ error: 'bad_request', message: 'The URL is malformed' })
+    },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(createValidatorCompiler())
+  // JSON only: Fastify's built-in text/plain parser would let a text body reach the routes.
+  app.removeContentTypeParser('text/plain')
   installErrorHandlers(app)
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

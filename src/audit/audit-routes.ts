@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { principalOf } from '../auth/request-context.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Text, Timestamp } from '../platform/http-schemas.ts'
+import { errorResponses, Text, Timestamp, toDate } from '../platform/http-schemas.ts'
 import { type AuditRow, listAuditEntries } from './audit-store.ts'
 
 const AuditRecordSchema = Type.Object(
@@ -74,8 +74,8 @@ export function auditRoutes(sql: Sql): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const q = request.query
-        const from = q.from ? new Date(q.from) : undefined
-        const to = q.to ? new Date(q.to) : undefined
+        const from = q.from ? toDate(q.from, 'querystring/from') : undefined
+        const to = q.to ? toDate(q.to, 'querystring/to') : undefined
         if (from && to && from > to) throw new AppError(400, 'validation_failed', 'from must not be after to')
         const rows = await listAuditEntries(sql, principalOf(request).tenantId, {
           action: q.action,

@@ -2,7 +2,15 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, IdParams, PageQuery, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import {
+  errorResponses,
+  IdParams,
+  PageQuery,
+  Text,
+  Timestamp,
+  toDate,
+  Uuid,
+} from '../platform/http-schemas.ts'
 import type { ApiKeyService } from './api-key-service.ts'
 import { recordDenied } from './auth-hook.ts'
 import { actorOf, principalOf } from './request-context.ts'
@@ -63,7 +71,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
         const { view, key } = await service.create(actorOf(request), {
           name: request.body.name,
           scopes: request.body.scopes,
-          expiresAt: request.body.expiresAt ? new Date(request.body.expiresAt) : null,
+          expiresAt: request.body.expiresAt ? toDate(request.body.expiresAt, 'body/expiresAt') : null,
         })
         return reply.code(201).send({ ...view, key })
       },

@@ -68,6 +68,13 @@ export function installErrorHandlers(app: FastifyInstance): void {
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
       return reply.code(error.statusCode).send({ error: 'bad_request', message: 'The request is malformed' })
     }
+    // Defence in depth: a PostgreSQL data exception (class 22) means input the schemas let
+    // through but the database cannot hold; it is the caller's error, not the service's.
+    const sqlState = (error as { code?: unknown }).code
+    if (typeof sqlState === 'string' && /^22[0-9A-Z]{3}$/.test(sqlState)) {
+      request.log.warn({ sqlState }, 'input rejected by the database')
+      return reply.code(400).send({ error: 'validation_failed', message: 'A value is not acceptable' })
+    }
     request.log.error({ err: error }, 'unhandled error')
     return reply.code(500).send({ error: 'internal_error', message: 'Internal error' })
   })

@@ -1,4 +1,5 @@
 import { type TSchema, Type } from 'typebox'
+import { AppError } from './errors.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
 export const ErrorSchema = Type.Object(
@@ -29,13 +30,37 @@ export function errorResponses(...statuses: number[]): Record<number, TSchema> {
   return out
 }
 
-export const Uuid = (description: string) => Type.String({ format: 'uuid', description })
+/** The canonical hyphenated form only: ajv's `uuid` format also takes `urn:uuid:` prefixes. */
+export const Uuid = (description: string) =>
+  Type.String({
+    format: 'uuid',
+    pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+    description,
+  })
 
 export const Timestamp = (description: string) => Type.String({ format: 'date-time', description })
 
-/** A bounded string: every string in a request has a length limit. */
+/**
+ * The Date of a validated `date-time` string. RFC 3339 allows values JavaScript and PostgreSQL
+ * cannot hold (a leap second, year 0): those are a 400, not a failure further down.
+ */
+export function toDate(value: string, field: string): Date {
+  const date = new Date(value)
+  const year = date.getUTCFullYear()
+  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999) {
+    throw new AppError(400, 'validation_failed', `${field} is not a representable timestamp`, {
+      fields: [{ path: field, message: 'is not a representable timestamp' }],
+    })
+  }
+  return date
+}
+
+/**
+ * A bounded string: every string in a request has a length limit. NUL is refused because
+ * PostgreSQL text cannot hold it.
+ */
 export const Text = (maxLength: number, description: string, minLength = 0) =>
-  Type.String({ minLength, maxLength, description })
+  Type.String({ minLength, maxLength, pattern: '^[^\\u0000]*$', description })
 
 export const IdParams = Type.Object({ id: Uuid('Resource id') }, { additionalProperties: false })
 
