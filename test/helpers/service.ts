@@ -71,6 +71,7 @@ export interface TenantWithKey {
 export interface HttpResult {
   status: number
   headers: Headers
+  // biome-ignore lint/suspicious/noExplicitAny: parsed JSON of any shape; each test asserts the fields it reads
   body: any
   text: string
 }
