@@ -8,7 +8,7 @@ import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
-import { createRedis } from './platform/redis.ts'
+import { createRedis, waitUntilReady } from './platform/redis.ts'
 
 /** The composition root: every long-lived component of a process, built once, passed explicitly. */
 export interface Services {
@@ -23,19 +23,6 @@ export interface Services {
   authenticator: Authenticator
   apiKeys: ApiKeyService
   close(): Promise<void>
-}
-
-async function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
-  if (redis.status === 'ready') return
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(done, timeoutMs)
-    function done() {
-      clearTimeout(timer)
-      redis.off('ready', done)
-      resolve()
-    }
-    redis.once('ready', done)
-  })
 }
 
 export async function createServices(
@@ -54,7 +41,7 @@ export async function createServices(
   const subscriber = createRedis(config.redisUrl, `kms-${role}-sub`, logger)
   const bus = createInvalidationBus({ publisher: redis, subscriber, prefix: config.redisPrefix, logger })
   // Redis is optional for serving, but a process that starts with it should be subscribed first.
-  await Promise.all([waitReady(redis, 2000), waitReady(subscriber, 2000)])
+  await Promise.all([waitUntilReady(redis, 2000), waitUntilReady(subscriber, 2000)])
   const { keyring: masterKeys } = loadMasterKeyring(config, logger)
   const tenantKeks = createTenantKeks({ sql, masterKeys })
   const audit = createAuditLog({ sql, logger, timeoutMs: config.auditWriteTimeoutMs })

@@ -86,7 +86,7 @@ export function createAuthenticator(deps: {
       const row = await load(lookupId)
       if (!row || !apiKeyMatches(presented, row.secret_hash)) return undefined
       if (row.revoked_at) return undefined
-      if (row.expires_at && row.expires_at.getTime() <= Date.now()) return undefined
+      if (row.expires_at && row.expires_at.getTime() <= now()) return undefined
       return { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
     },
     async invalidate(lookupId) {

@@ -1,26 +1,20 @@
 import { parseArgs } from 'node:util'
 import type { Logger } from 'pino'
-import { createAuditLog } from '../audit/audit-log.ts'
-import { createApiKeyService } from '../auth/api-key-service.ts'
-import { createAuthenticator } from '../auth/authenticator.ts'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.ts'
 import { type Config, ConfigError, loadConfig } from '../config.ts'
 import {
   defaultKeyFilePath,
   generateMasterKey,
   keyringFromRaw,
-  loadMasterKeyring,
-  type MasterKeyring,
   readKeyFile,
   writeKeyFile,
 } from '../keyring/master-key.ts'
 import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
 import { connectDatabase, type Sql } from '../platform/database.ts'
 import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
-import { createInvalidationBus } from '../platform/invalidation-bus.ts'
 import { createLogger } from '../platform/logger.ts'
 import { migrate } from '../platform/migrations.ts'
-import { createRedis } from '../platform/redis.ts'
+import { createServices, type Services } from '../services.ts'
 import { createTenant } from '../tenants/tenant-service.ts'
 import { listTenants } from '../tenants/tenant-store.ts'
 
@@ -65,6 +59,8 @@ const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, 
 const progress = (text: string) => process.stderr.write(`${text}\n`)
 
 interface Database {
+  url: string
+  /** A small connection of the CLI's own, for migrations before the services start. */
   sql: Sql
   close(): Promise<void>
 }
@@ -73,18 +69,15 @@ interface Database {
 async function openDatabase(config: Config): Promise<Database> {
   const connect = (url: string) =>
     connectDatabase({ url, poolSize: 1, statementTimeoutMs: 60_000, applicationName: 'kms-cli' })
-  if (config.databaseUrl) {
-    const sql = connect(config.databaseUrl)
-    return { sql, close: () => sql.end({ timeout: 5 }) }
-  }
-  const running = await runningEmbeddedPostgres(config.dataDir)
-  if (running) {
-    const sql = connect(running)
-    return { sql, close: () => sql.end({ timeout: 5 }) }
+  const existing = config.databaseUrl ?? (await runningEmbeddedPostgres(config.dataDir))
+  if (existing) {
+    const sql = connect(existing)
+    return { url: existing, sql, close: () => sql.end({ timeout: 5 }) }
   }
   const embedded = await startEmbeddedPostgres(config.dataDir)
   const sql = connect(embedded.url)
   return {
+    url: embedded.url,
     sql,
     async close() {
       await sql.end({ timeout: 5 })
@@ -93,38 +86,23 @@ async function openDatabase(config: Config): Promise<Database> {
   }
 }
 
+/** The same components an API process has (src/services.ts), on the CLI's database. */
 async function withServices<T>(
   config: Config,
   logger: Logger,
-  run: (deps: {
-    sql: Sql
-    masterKeys: MasterKeyring
-    apiKeys: ReturnType<typeof createApiKeyService>
-    audit: ReturnType<typeof createAuditLog>
-  }) => Promise<T>,
+  run: (services: Services) => Promise<T>,
 ): Promise<T> {
   const db = await openDatabase(config)
-  const redis = createRedis(config.redisUrl, 'kms-cli', logger)
-  const subscriber = createRedis(config.redisUrl, 'kms-cli-sub', logger)
   try {
     await migrate(db.sql)
-    await new Promise<void>((resolve) => {
-      if (redis.status === 'ready') return resolve()
-      const timer = setTimeout(resolve, 2000)
-      redis.once('ready', () => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
-    const bus = createInvalidationBus({ publisher: redis, subscriber, prefix: config.redisPrefix, logger })
-    const { keyring: masterKeys } = loadMasterKeyring(config, logger)
-    const audit = createAuditLog({ sql: db.sql, logger, timeoutMs: 10_000 })
-    const authenticator = createAuthenticator({ sql: db.sql, bus, ttlMs: 0 })
-    const apiKeys = createApiKeyService({ sql: db.sql, audit, authenticator })
-    return await run({ sql: db.sql, masterKeys, apiKeys, audit })
+    // The embedded database takes one connection per client.
+    const services = await createServices({ ...config, databasePoolSize: 1 }, logger, db.url, 'cli')
+    try {
+      return await run(services)
+    } finally {
+      await services.close()
+    }
   } finally {
-    redis.disconnect()
-    subscriber.disconnect()
     await db.close()
   }
 }

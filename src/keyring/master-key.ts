@@ -17,7 +17,6 @@ export interface MasterKey {
 export interface MasterKeyring {
   readonly primary: MasterKey
   find(id: string): MasterKey | undefined
-  readonly all: readonly MasterKey[]
 }
 
 export const MASTER_KEY_BYTES = 32
@@ -66,7 +65,7 @@ export function keyringFromRaw(raws: Uint8Array[]): MasterKeyring {
   const all = raws.map((raw) => ({ id: masterKeyId(raw), key: createSecretKey(raw) }))
   if (all.length === 0) throw new ConfigError('no master key')
   const byId = new Map(all.map((k) => [k.id, k]))
-  return { primary: all[0]!, all, find: (id) => byId.get(id) }
+  return { primary: all[0]!, find: (id) => byId.get(id) }
 }
 
 /**
@@ -89,9 +88,6 @@ function fileKeyring(path: string): MasterKeyring {
     get primary() {
       if (stamp() !== loadedStamp) reload()
       return current.primary
-    },
-    get all() {
-      return current.all
     },
     find(id) {
       const known = current.find(id)

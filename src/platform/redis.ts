@@ -28,6 +28,20 @@ export function createRedis(url: string, name: string, logger: Logger): Redis {
   return redis
 }
 
+/** Waits until the client is connected, or gives up quietly after `timeoutMs` (Redis is optional). */
+export async function waitUntilReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, timeoutMs)
+    function done() {
+      clearTimeout(timer)
+      redis.off('ready', done)
+      resolve()
+    }
+    redis.once('ready', done)
+  })
+}
+
 export function isRedisReady(redis: Redis): boolean {
   return redis.status === 'ready'
 }
