@@ -7,6 +7,7 @@ import {
   spawnService,
   startTestService,
   type TestService,
+  waitFor,
 } from './helpers/service.ts'
 
 let owner: TestService
@@ -39,7 +40,8 @@ test('logs carry request ids but never an API key, a created key or a request bo
     headers: { 'content-type': 'application/json' },
   })
   await httpRequest(svc.baseUrl, 'GET', '/api/v1/tenant', { key })
-  await new Promise((resolve) => setTimeout(resolve, 200))
+  // The second GET is the last request: once its log line is out, all earlier ones are too.
+  await waitFor(() => svc.output().includes(`"url":"/api/v1/tenant"`), 'the last request log')
 
   const output = svc.output()
   assert.match(output, /trace-logging-1/, 'request ids are logged')

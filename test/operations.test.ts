@@ -10,6 +10,7 @@ import {
   type TestDatabase,
   type TestService,
   testEnv,
+  waitFor,
 } from './helpers/service.ts'
 
 /** Flattens Fastify's printRoutes tree into `METHOD /path/{param}` entries. */
@@ -112,28 +113,36 @@ describe('processes and shutdown', () => {
       Array.from({ length: 40 }, () => httpRequest(svc.baseUrl, 'GET', '/api/v1/tenant', { key })),
     )
     assert.ok(results.every((r) => r.status === 200))
-    await new Promise((resolve) => setTimeout(resolve, 200))
-    const pids = new Set(
-      [...svc.output().matchAll(/"pid":(\d+),[^\n]*"msg":"Server listening/g)].map((m) => m[1]),
-    )
-    assert.equal(pids.size, 2, 'two API processes listen')
+    const listeners = () =>
+      new Set([...svc.output().matchAll(/"pid":(\d+),[^\n]*"msg":"Server listening/g)].map((m) => m[1]))
+    await waitFor(() => listeners().size >= 2, 'both API processes to log that they listen')
+    assert.equal(listeners().size, 2, 'two API processes listen')
 
-    // A request in flight when SIGTERM arrives still gets its answer: hold it inside its
-    // transaction with a table lock, send SIGTERM, then let it go.
+    // A request in flight when SIGTERM arrives still gets its answer. A table lock holds the
+    // request inside its transaction until both API processes have begun shutting down.
     const blocker = postgres(db.url, { max: 1, onnotice: () => {} })
-    const locked = blocker.begin(async (tx) => {
-      await tx`LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE`
-      await new Promise((resolve) => setTimeout(resolve, 1500))
-    })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    const lock = await blocker.reserve()
+    await lock`BEGIN`
+    await lock`LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE`
     const inflight = httpRequest(svc.baseUrl, 'POST', '/api/v1/api-keys', {
       key,
       body: { name: 'during-shutdown', scopes: ['audit:read'] },
     })
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await waitFor(async () => {
+      const [waiting] = await lock`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'`
+      return waiting!['n'] > 0
+    }, 'the request to wait on the audit table lock')
     const exited = svc.stop('SIGTERM')
-    await locked
+    await waitFor(
+      () => (svc.output().match(/finishing in-flight requests/g) ?? []).length >= 2,
+      'both API processes to start shutting down',
+    )
+    await lock`COMMIT`
+    lock.release()
     await blocker.end()
+
     const answered = await inflight
     assert.equal(answered.status, 201, 'the in-flight request completed')
     assert.equal(await exited, 0, svc.output().slice(-2000))

@@ -162,6 +162,19 @@ export async function httpRequest(
   return { status: response.status, headers: response.headers, body: parsed, text }
 }
 
+/** Polls until `condition` holds; fails after `timeoutMs` naming what it waited for. No timing is asserted. */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 export interface CliResult {
   code: number | null
   stdout: string
