@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
+import type { Clock } from './platform/clock.ts'
 import { createServices, type Services } from './services.ts'
 import { VERSION } from './version.ts'
 
@@ -17,8 +18,9 @@ export async function startApiProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
+  options: { clock?: Clock } = {},
 ): Promise<ApiProcess> {
-  const services = await createServices(config, logger, databaseUrl, 'api')
+  const services = await createServices(config, logger, databaseUrl, 'api', options)
   const app = await buildApp({
     logger,
     sql: services.sql,
@@ -26,6 +28,7 @@ export async function startApiProcess(
     authenticator: services.authenticator,
     audit: services.audit,
     apiKeys: services.apiKeys,
+    keys: services.keys,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     entropySource: () => 'system-csprng',

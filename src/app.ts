@@ -12,6 +12,8 @@ import type { ApiKeyService } from './auth/api-key-service.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
 import type { Authenticator } from './auth/authenticator.ts'
 import { healthRoutes } from './health/health-routes.ts'
+import { keyRoutes } from './keys/key-routes.ts'
+import type { KeyService } from './keys/key-service.ts'
 import type { Sql } from './platform/database.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
@@ -24,6 +26,7 @@ export interface AppDeps {
   authenticator: Authenticator
   audit: AuditLog
   apiKeys: ApiKeyService
+  keys: KeyService
   version: string
   bodyLimitBytes: number
   entropySource: () => string
@@ -88,6 +91,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(tenantRoutes(deps.sql))
       await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
       await api.register(auditRoutes(deps.sql))
+      await api.register(keyRoutes(deps.keys))
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
     },
     { prefix: API_PREFIX },

@@ -4,8 +4,11 @@ import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import type { Config } from './config.ts'
+import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
+import { createKeyService, type KeyService } from './keys/key-service.ts'
+import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
 import { createRedis, waitUntilReady } from './platform/redis.ts'
@@ -22,6 +25,9 @@ export interface Services {
   audit: AuditLog
   authenticator: Authenticator
   apiKeys: ApiKeyService
+  clock: Clock
+  cryptoPool: CryptoPool
+  keys: KeyService
   close(): Promise<void>
 }
 
@@ -30,7 +36,9 @@ export async function createServices(
   logger: Logger,
   databaseUrl: string,
   role: string,
+  options: { clock?: Clock } = {},
 ): Promise<Services> {
+  const clock = options.clock ?? systemClock
   const sql = connectDatabase({
     url: databaseUrl,
     poolSize: config.databasePoolSize,
@@ -47,6 +55,8 @@ export async function createServices(
   const audit = createAuditLog({ sql, logger, timeoutMs: config.auditWriteTimeoutMs })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
+  const cryptoPool = createCryptoPool()
+  const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock })
 
   return {
     config,
@@ -59,8 +69,12 @@ export async function createServices(
     audit,
     authenticator,
     apiKeys,
+    clock,
+    cryptoPool,
+    keys,
     async close() {
       await audit.flush()
+      await cryptoPool.destroy()
       await bus.close()
       redis.disconnect()
       await sql.end({ timeout: 5 })

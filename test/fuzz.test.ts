@@ -20,10 +20,11 @@ import { startTestService, type TestService } from './helpers/service.ts'
 const SEED = parseSeed(process.env['FUZZ_SEED'])
 /** Minimum number of malformed requests sent with fetch (health probes and raw cases come on top). */
 const TARGET_CASES = 2_400
-/** Seeded random combinations sent after the systematic sweep, however large the sweep grows. */
-const MIN_RANDOM_CASES = 800
+/** Seeded random rounds after the systematic sweep (each round touches every operation). */
+const MIN_RANDOM_ROUNDS = 60
 const CONCURRENCY = 16
-const REQUEST_TIMEOUT_MS = 15_000
+// Generous: valid bodies may ask for RSA-4096 keys (~1 s each on 2 cores), queued behind each other.
+const REQUEST_TIMEOUT_MS = 60_000
 const RAW_TIMEOUT_MS = 5_000
 const HEALTH_PROBE_EVERY = 100
 const API = '/api/v1'
@@ -779,8 +780,18 @@ class CaseFactory {
   private readonly keys: Keys
   private readonly publicRoutes: readonly RegExp[]
   private readonly bodyLimit: number
+  /** Ids of resources that exist, per path parameter name: half the fills use one of them. */
+  private readonly existingIds: Readonly<Record<string, readonly string[]>>
 
-  constructor(rng: Rng, ops: Operation[], keys: Keys, publicRoutes: readonly RegExp[], bodyLimit: number) {
+  constructor(
+    rng: Rng,
+    ops: Operation[],
+    keys: Keys,
+    publicRoutes: readonly RegExp[],
+    bodyLimit: number,
+    existingIds: Readonly<Record<string, readonly string[]>> = {},
+  ) {
+    this.existingIds = existingIds
     this.rng = rng
     this.ops = ops
     this.keys = keys
@@ -794,10 +805,9 @@ class CaseFactory {
     }
   }
 
-  build(target: number, minRandom: number): FuzzCase[] {
+  build(target: number, minRounds: number): FuzzCase[] {
     for (const op of this.ops) this.sweep(op)
-    const stop = Math.max(target, this.cases.length + minRandom)
-    for (let round = 0; this.cases.length < stop; round++) this.randomRound(round)
+    for (let round = 0; round < minRounds || this.cases.length < target; round++) this.randomRound(round)
     return this.cases
   }
 
@@ -835,6 +845,8 @@ class CaseFactory {
   private fillPath(op: Operation, override?: { name: string; segment: string }): string {
     return op.template.replace(/\{([^}]+)\}/g, (_, name: string) => {
       if (override && override.name === name) return override.segment
+      const existing = this.existingIds[name]
+      if (existing?.length && this.rng.chance(0.5)) return this.rng.pick(existing)
       const p = op.pathParams.find((x) => x.name === name)
       return encodeURIComponent(String(p ? validValue(p.schema, this.rng) : 'x'))
     })
@@ -970,7 +982,12 @@ class CaseFactory {
               status: 404,
               error: 'not_found',
               // Authorization runs before routing: a method that needs a scope no key can hold is refused.
-              also: [{ status: 403, error: 'insufficient_scope' }],
+              // A static segment (keys/import) also matches its parameterised sibling (keys/{keyId}),
+              // whose validation refuses it as a malformed id.
+              also: [
+                { status: 403, error: 'insufficient_scope' },
+                { status: 400, error: 'validation_failed' },
+              ],
               why: `${op.template} has no ${method}`,
             },
           }
@@ -1698,10 +1715,20 @@ describe(`fuzz (seed ${SEED})`, () => {
     ]
 
     const rng = new Rng(SEED)
-    cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes).build(
-      TARGET_CASES,
-      MIN_RANDOM_CASES,
-    )
+    // Real keys of every type, so that key routes are fuzzed past the lookup, not only to 404.
+    const keyIds: string[] = []
+    for (const body of [
+      { name: 'fuzz-kem', keyType: 'Encryption' },
+      { name: 'fuzz-sign', keyType: 'Signing', algorithm: 'Ed25519' },
+      { name: 'fuzz-mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' },
+    ]) {
+      const created = await svc.request('POST', `${API}/keys`, { key: admin.key, body })
+      assert.equal(created.status, 201, `could not create a key for the fuzz: ${created.text}`)
+      keyIds.push(created.body.id)
+    }
+    cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes, {
+      keyId: keyIds,
+    }).build(TARGET_CASES, MIN_RANDOM_ROUNDS)
 
     const started = performance.now()
     // Health probes are interleaved with the fuzz: the service must keep answering while it runs.

@@ -7,6 +7,7 @@ import type { Scope } from '../../src/auth/scopes.ts'
 import { prepareDatabase } from '../../src/bootstrap.ts'
 import { type Config, loadConfig } from '../../src/config.ts'
 import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
+import type { Clock } from '../../src/platform/clock.ts'
 import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createTenant } from '../../src/tenants/tenant-service.ts'
@@ -94,7 +95,14 @@ export interface TestService {
   stop(): Promise<void>
 }
 
-export async function startTestService(extraEnv: Record<string, string> = {}): Promise<TestService> {
+/**
+ * Starts a service on its own fresh database. `clock` replaces the service's time source, so a
+ * test can move time forward (key expiry, scheduled deletion) instead of waiting.
+ */
+export async function startTestService(
+  extraEnv: Record<string, string> = {},
+  options: { clock?: Clock } = {},
+): Promise<TestService> {
   const db = await createTestDatabase()
   const env = testEnv(db, extraEnv)
   const config = loadConfig(env)
@@ -107,7 +115,7 @@ export async function startTestService(extraEnv: Record<string, string> = {}): P
   })
   const { keyring: masterKeys } = loadMasterKeyring(config, logger)
   await prepareDatabase({ sql, masterKeys, logger }, { bootstrap: false, print: () => {} })
-  const api = await startApiProcess(config, logger, db.url)
+  const api = await startApiProcess(config, logger, db.url, options)
   const baseUrl = api.url
 
   return {

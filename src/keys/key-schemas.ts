@@ -1,0 +1,237 @@
+import { Type } from 'typebox'
+import { Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
+import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
+import { DELETION_WINDOW_DAYS } from './key-service.ts'
+import { KEY_STATES } from './key-state.ts'
+import { KEY_SORTS } from './key-store.ts'
+
+/** Printable text: no control characters in names and labels, which end up in UIs and logs. */
+const Printable = (maxLength: number, description: string) =>
+  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f]+$', description })
+
+const KeyName = Printable(200, 'Unique within the tenant')
+const Description = Text(1000, 'Free text')
+const Labels = Type.Array(Printable(64, 'A label'), { maxItems: 50, description: 'Tags (a set)' })
+
+export const KeyStateSchema = Type.Enum(KEY_STATES, { description: 'Lifecycle state (spec section 3)' })
+
+export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })
+
+export const KeySchema = Type.Object(
+  {
+    id: Uuid('Key id'),
+    name: Type.String(),
+    description: Type.String(),
+    keyType: KeyTypeSchema,
+    algorithm: AlgorithmSchema,
+    isPostQuantum: Type.Boolean(),
+    isActive: Type.Boolean({ description: 'True when state is Active' }),
+    isDefault: Type.Boolean({ description: 'The tenant default key of its type' }),
+    isFavorite: Type.Boolean(),
+    labels: Type.Array(Type.String()),
+    state: KeyStateSchema,
+    version: Type.Integer({ description: 'Current version; each rotation adds one' }),
+    origin: Type.Enum(['Generated', 'Imported'] as const),
+    createdAt: Timestamp('Creation time'),
+    updatedAt: Timestamp('Last change of the record'),
+    expiresAt: Type.Union([Timestamp('Expiry; null means none'), Type.Null()]),
+    lastRotatedAt: Type.Union([Timestamp('Last rotation'), Type.Null()]),
+    scheduledDeletionDate: Type.Union([Timestamp('When the material is destroyed'), Type.Null()]),
+  },
+  { title: 'Key' },
+)
+
+const keyAttributes = {
+  name: KeyName,
+  keyType: KeyTypeSchema,
+  algorithm: Type.Optional(AlgorithmSchema),
+  description: Type.Optional(Description),
+  labels: Type.Optional(Labels),
+  expiresAt: Type.Optional(Timestamp('Expiry (optional; absent means none)')),
+  isDefault: Type.Optional(Type.Boolean({ description: 'Make this the default key of its type' })),
+}
+
+export const CreateKeyBody = Type.Object(keyAttributes, { additionalProperties: false })
+
+const JwkObject = Type.Object(
+  { kty: Text(16, 'JWK key type', 1) },
+  { additionalProperties: true, maxProperties: 32, description: 'A private JWK (RFC 7517)' },
+)
+
+export const ImportKeyBody = Type.Object(
+  {
+    ...keyAttributes,
+    format: Type.Enum(IMPORT_FORMATS, { description: 'Format of keyMaterial (spec 2.2)' }),
+    keyMaterial: Type.Union([Text(200_000, 'PEM text, or Base64 of DER / raw bytes', 1), JwkObject]),
+    password: Type.Optional(Text(1024, 'Password of an encrypted PKCS#8 key', 1)),
+  },
+  { additionalProperties: false },
+)
+
+export const UpdateKeyBody = Type.Object(
+  {
+    name: Type.Optional(KeyName),
+    description: Type.Optional(Description),
+    labels: Type.Optional(Labels),
+    expiresAt: Type.Optional(
+      Type.Union([Timestamp('New expiry'), Type.Null()], { description: 'null clears it' }),
+    ),
+    isDefault: Type.Optional(Type.Boolean()),
+    isFavorite: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+)
+
+const oneOrMany = <T extends ReturnType<typeof Type.String>>(item: T, description: string) =>
+  Type.Optional(Type.Array(item, { maxItems: 50, description: `${description} (repeat to select several)` }))
+
+export const ListKeysQuery = Type.Object(
+  {
+    status: oneOrMany(KeyStateSchema as never, 'Only keys in these states'),
+    keyType: oneOrMany(KeyTypeSchema as never, 'Only keys of these types'),
+    algorithm: oneOrMany(AlgorithmSchema as never, 'Only keys of these algorithms'),
+    label: oneOrMany(Printable(64, 'A label') as never, 'Keys carrying any of these labels'),
+    search: Type.Optional(Text(200, 'Case-insensitive text in name or description', 1)),
+    favorite: Type.Optional(Type.Boolean({ description: 'Only favourites (true) or only the others' })),
+    sort: Type.Enum(KEY_SORTS, {
+      default: 'createdAt',
+      description: 'Sort column (favourites always first)',
+    }),
+    order: Type.Enum(['asc', 'desc'] as const, { default: 'desc' }),
+    limit: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
+    cursor: Type.Optional(
+      Type.String({
+        maxLength: 2048,
+        pattern: '^[A-Za-z0-9_-]+$',
+        description: 'nextCursor of the previous page',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const KeyListSchema = Type.Object({
+  data: Type.Array(KeySchema),
+  total: Type.Integer({ description: 'Keys matching the filters' }),
+  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page' }),
+  alert: Type.Optional(
+    Type.Object(
+      {
+        expiringSoon: Type.Integer({ description: 'Active keys expiring within windowDays' }),
+        windowDays: Type.Integer(),
+        message: Type.String(),
+      },
+      { description: 'Present when active keys expire within 30 days' },
+    ),
+  ),
+})
+
+export const DeleteKeyQuery = Type.Object(
+  {
+    pendingWindowDays: Type.Integer({
+      minimum: DELETION_WINDOW_DAYS.min,
+      maximum: DELETION_WINDOW_DAYS.max,
+      default: DELETION_WINDOW_DAYS.default,
+      description: 'Days before the material is destroyed; cancel-deletion works until then',
+    }),
+  },
+  { additionalProperties: false },
+)
+
+export const KeyVersionsSchema = Type.Object({
+  data: Type.Array(
+    Type.Object({
+      version: Type.Integer(),
+      createdAt: Timestamp('When the version was created'),
+      state: KeyStateSchema,
+      isCurrent: Type.Boolean({ description: 'The version new operations use' }),
+    }),
+  ),
+})
+
+export const PUBLIC_INCLUDE_FIELDS = [
+  'name',
+  'description',
+  'keyType',
+  'isPostQuantum',
+  'isActive',
+  'isDefault',
+  'isFavorite',
+  'createdAt',
+  'expiresAt',
+  'lastRotatedAt',
+  'labels',
+  'state',
+  'scheduledDeletionDate',
+] as const
+
+const PublicFormatSchema = Type.Enum(PUBLIC_FORMATS, { default: 'PEM', description: 'Encoding (spec 2.2)' })
+const VersionQuery = Type.Integer({
+  minimum: 1,
+  maximum: 2_147_483_647,
+  description: 'Key version (default: current)',
+})
+
+export const PublicKeyQuery = Type.Object(
+  {
+    format: PublicFormatSchema,
+    include: Type.Optional(
+      Type.String({
+        maxLength: 500,
+        pattern: '^[A-Za-z,]*$',
+        description: `Comma-separated extra fields: ${PUBLIC_INCLUDE_FIELDS.join(', ')}; metadata or all for every one`,
+      }),
+    ),
+    version: Type.Optional(VersionQuery),
+  },
+  { additionalProperties: false },
+)
+
+export const PublicKeyDownloadQuery = Type.Object(
+  { format: PublicFormatSchema, version: Type.Optional(VersionQuery) },
+  { additionalProperties: false },
+)
+
+const includedFields = Object.fromEntries(
+  PUBLIC_INCLUDE_FIELDS.map((field) => [field, Type.Optional(KeySchema.properties[field])]),
+)
+
+export const PublicKeySchema = Type.Object(
+  {
+    publicKey: Type.String({ description: 'PEM text, or Base64 of the DER or RAW bytes' }),
+    algorithm: AlgorithmSchema,
+    version: Type.Integer(),
+    format: Type.Enum(['PEM', 'DER', 'RAW'] as const),
+    ...includedFields,
+  },
+  { title: 'PublicKey' },
+)
+
+export const JwkSchema = Type.Object(
+  { kty: Type.String(), kid: Type.String(), use: Type.String() },
+  {
+    additionalProperties: true,
+    title: 'JWK',
+    description: 'A public JWK (RFC 7517); kty AKP for ML-KEM/ML-DSA/SLH-DSA',
+  },
+)
+
+export const ExportPrivateBody = Type.Object(
+  {
+    confirm: Text(200, "The key's name, repeated to confirm the export", 1),
+    format: Type.Enum(PRIVATE_FORMATS, { default: 'PEM', description: 'PEM and DER are PKCS#8' }),
+    password: Type.Optional(Text(1024, 'Encrypts the PKCS#8 output (PEM and DER)', 8)),
+    version: Type.Optional(VersionQuery),
+  },
+  { additionalProperties: false },
+)
+
+export const PrivateKeySchema = Type.Object({
+  keyId: Uuid('Key id'),
+  algorithm: AlgorithmSchema,
+  version: Type.Integer(),
+  format: Type.Enum(PRIVATE_FORMATS),
+  encrypted: Type.Boolean({ description: 'True when the PKCS#8 output is password-protected' }),
+  privateKey: Type.Union([Type.String(), Type.Object({}, { additionalProperties: true })]),
+})

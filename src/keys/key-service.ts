@@ -1,0 +1,595 @@
+import { randomUUID } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
+import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
+import type { TenantKeks } from '../keyring/tenant-kek.ts'
+import { type Clock, DAY_MS } from '../platform/clock.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
+import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
+import {
+  type Algorithm,
+  type AlgorithmName,
+  algorithmByName,
+  algorithmsFor,
+  DEFAULT_ALGORITHM,
+  type KeyType,
+} from './algorithms.ts'
+import {
+  exportPrivate,
+  exportPublic,
+  generateMaterial,
+  type ImportFormat,
+  type KeyMaterial,
+  KeyMaterialError,
+  type PrivateExport,
+  type PrivateFormat,
+  type PublicExport,
+  type PublicFormat,
+} from './key-material.ts'
+import { type KeyState, keyState, requireState, stateConflict } from './key-state.ts'
+import {
+  clearDefault,
+  countActiveExpiringBy,
+  countKeys,
+  destroyDueKeys,
+  getKey,
+  getKeyVersion,
+  insertKey,
+  insertKeyVersion,
+  KEY_NAME_CONSTRAINT,
+  type KeyChanges,
+  type KeyListFilter,
+  type KeyListPosition,
+  type KeyRow,
+  type KeySort,
+  listKeys,
+  listKeyVersions,
+  lockDefaultSlot,
+  updateKey,
+} from './key-store.ts'
+
+/** The key record of the API (spec 2.2 plus id, version, origin, updatedAt). */
+export interface KeyView {
+  id: string
+  name: string
+  description: string
+  keyType: KeyType
+  algorithm: AlgorithmName
+  isPostQuantum: boolean
+  isActive: boolean
+  isDefault: boolean
+  isFavorite: boolean
+  labels: string[]
+  state: KeyState
+  version: number
+  origin: 'Generated' | 'Imported'
+  createdAt: string
+  updatedAt: string
+  expiresAt: string | null
+  lastRotatedAt: string | null
+  scheduledDeletionDate: string | null
+}
+
+export function toKeyView(row: KeyRow, now: Date): KeyView {
+  const state = keyState(row, now)
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    keyType: row.key_type as KeyType,
+    algorithm: row.algorithm as AlgorithmName,
+    isPostQuantum: algorithmByName(row.algorithm as AlgorithmName).isPostQuantum,
+    isActive: state === 'Active',
+    isDefault: row.is_default && state !== 'Destroyed',
+    isFavorite: row.is_favorite,
+    labels: row.labels,
+    state,
+    version: row.current_version,
+    origin: row.origin,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    expiresAt: row.expires_at?.toISOString() ?? null,
+    lastRotatedAt: row.last_rotated_at?.toISOString() ?? null,
+    scheduledDeletionDate: row.scheduled_deletion_date?.toISOString() ?? null,
+  }
+}
+
+export interface KeyAttributes {
+  name: string
+  keyType: KeyType
+  algorithm?: AlgorithmName | undefined
+  description?: string | undefined
+  labels?: string[] | undefined
+  expiresAt?: Date | undefined
+  isDefault?: boolean | undefined
+}
+
+export interface ImportInput extends KeyAttributes {
+  format: ImportFormat
+  material: string | Record<string, unknown>
+  password?: string | undefined
+}
+
+export interface KeyPatch {
+  name?: string | undefined
+  description?: string | undefined
+  labels?: string[] | undefined
+  /** null clears the expiration. */
+  expiresAt?: Date | null | undefined
+  isDefault?: boolean | undefined
+  isFavorite?: boolean | undefined
+}
+
+export interface KeyListRequest {
+  filter: KeyListFilter
+  sort: KeySort
+  descending: boolean
+  limit: number
+  after: KeyListPosition | null
+}
+
+export interface KeyListResult {
+  data: KeyView[]
+  total: number
+  next: KeyListPosition | null
+  /** Active keys expiring within EXPIRY_ALERT_DAYS; absent when there are none. */
+  expiringSoon: number
+}
+
+export interface KeyVersionView {
+  version: number
+  createdAt: string
+  state: KeyState
+  isCurrent: boolean
+}
+
+export const EXPIRY_ALERT_DAYS = 30
+export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
+
+export interface KeyService {
+  create(actor: Actor, input: KeyAttributes): Promise<KeyView>
+  import(actor: Actor, input: ImportInput): Promise<KeyView>
+  get(actor: Actor, id: string): Promise<KeyView>
+  list(actor: Actor, request: KeyListRequest): Promise<KeyListResult>
+  update(actor: Actor, id: string, patch: KeyPatch): Promise<KeyView>
+  rotate(actor: Actor, id: string): Promise<KeyView>
+  revoke(actor: Actor, id: string): Promise<KeyView>
+  scheduleDeletion(actor: Actor, id: string, windowDays: number): Promise<KeyView>
+  cancelDeletion(actor: Actor, id: string): Promise<KeyView>
+  versions(actor: Actor, id: string): Promise<{ data: KeyVersionView[] }>
+  exportPublic(
+    actor: Actor,
+    id: string,
+    format: PublicFormat,
+    version?: number,
+  ): Promise<{ key: KeyView; version: number; exported: PublicExport }>
+  exportPrivate(
+    actor: Actor,
+    id: string,
+    request: {
+      confirm: string
+      format: PrivateFormat
+      password?: string | undefined
+      version?: number | undefined
+    },
+  ): Promise<{ key: KeyView; version: number; exported: PrivateExport }>
+  /** Erases the material of every key (of every tenant) whose deletion date has passed. */
+  destroyDue(requestId?: string | null): Promise<number>
+}
+
+/** The AAD that binds sealed material to its tenant, key and version. */
+export const materialAad = (tenantId: string, keyId: string, version: number) =>
+  `kms:key-material:v1:${tenantId}:${keyId}:${version}`
+
+const keyNotFound = () => notFound('key_not_found', 'Key')
+
+export function createKeyService(deps: {
+  sql: Sql
+  audit: AuditLog
+  tenantKeks: TenantKeks
+  pool: CryptoPool
+  clock: Clock
+}): KeyService {
+  const { sql, audit, clock } = deps
+
+  function resolveAlgorithm(keyType: KeyType, requested: AlgorithmName | undefined): Algorithm {
+    const name = requested ?? DEFAULT_ALGORITHM[keyType]
+    if (!name) {
+      throw new AppError(400, 'algorithm_required', `${keyType} keys have no default algorithm; name one`, {
+        allowedAlgorithms: algorithmsFor(keyType),
+      })
+    }
+    const algorithm = algorithmByName(name)
+    if (!algorithm.keyTypes.includes(keyType)) {
+      throw new AppError(400, 'invalid_algorithm', `${name} is not an algorithm for ${keyType} keys`, {
+        allowedAlgorithms: algorithmsFor(keyType),
+      })
+    }
+    return algorithm
+  }
+
+  function requireFuture(date: Date | null | undefined, field: string, now: Date): void {
+    if (date && date.getTime() <= now.getTime()) {
+      throw new AppError(400, 'validation_failed', `${field} must be in the future`, {
+        fields: [{ path: field, message: 'must be in the future' }],
+      })
+    }
+  }
+
+  function nameTaken(): AppError {
+    return new AppError(409, 'key_name_taken', 'A key with this name already exists in the tenant')
+  }
+
+  function keyMaterialRefused(error: unknown): unknown {
+    if (error instanceof KeyMaterialError) return new AppError(400, error.code, error.message)
+    return error
+  }
+
+  /** A loaded key with its state at `now`; a key found past its deletion date is destroyed first. */
+  async function load(actor: Actor, id: string, now: Date): Promise<{ row: KeyRow; state: KeyState }> {
+    let row = await getKey(sql, actor.tenantId, id)
+    if (!row) throw keyNotFound()
+    if (!row.destroyed_at && keyState(row, now) === 'Destroyed') {
+      await destroy(actor.tenantId, actor.requestId, now, id)
+      row = (await getKey(sql, actor.tenantId, id)) ?? row
+    }
+    return { row, state: keyState(row, now) }
+  }
+
+  async function destroy(tenantId: string | null, requestId: string | null, now: Date, keyId?: string) {
+    return sql.begin(async (tx) => {
+      const destroyed = await destroyDueKeys(tx, tenantId, now, keyId)
+      for (const key of destroyed) {
+        await audit.recordInTransaction(tx, {
+          tenantId: key.tenant_id,
+          actor: 'system',
+          requestId,
+          action: 'keys.destroy',
+          resource: `key:${key.id}`,
+          keyVersion: key.current_version,
+          outcome: 'success',
+          details: { reason: 'scheduled deletion date passed' },
+        })
+      }
+      return destroyed.length
+    })
+  }
+
+  async function persistNewKey(
+    actor: Actor,
+    input: KeyAttributes,
+    algorithm: Algorithm,
+    material: KeyMaterial,
+    origin: 'Generated' | 'Imported',
+    now: Date,
+  ): Promise<KeyView> {
+    const id = randomUUID()
+    try {
+      const sealed = await deps.tenantKeks.seal(
+        actor.tenantId,
+        material.secret,
+        materialAad(actor.tenantId, id, 1),
+      )
+      const row = await sql.begin(async (tx) => {
+        if (input.isDefault) {
+          await lockDefaultSlot(tx, actor.tenantId, input.keyType)
+          await clearDefault(tx, actor.tenantId, input.keyType, now)
+        }
+        const inserted = await insertKey(tx, {
+          id,
+          tenant_id: actor.tenantId,
+          name: input.name,
+          description: input.description ?? '',
+          key_type: input.keyType,
+          algorithm: algorithm.name,
+          origin,
+          is_default: input.isDefault ?? false,
+          is_favorite: false,
+          labels: normaliseLabels(input.labels),
+          current_version: 1,
+          created_at: now,
+          created_by: actor.actor,
+          updated_at: now,
+          last_rotated_at: null,
+          expires_at: input.expiresAt ?? null,
+        })
+        await insertKeyVersion(tx, {
+          key_id: id,
+          version: 1,
+          tenant_id: actor.tenantId,
+          created_at: now,
+          public_key: material.publicKey,
+          sealed_material: sealed,
+          destroyed_at: null,
+        })
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: origin === 'Imported' ? 'keys.import' : 'keys.create',
+          resource: `key:${id}`,
+          keyVersion: 1,
+          outcome: 'success',
+          details: { algorithm: algorithm.name, keyType: input.keyType, isDefault: input.isDefault ?? false },
+        })
+        return inserted
+      })
+      return toKeyView(row, now)
+    } catch (error) {
+      if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()
+      throw error
+    } finally {
+      material.secret.fill(0)
+    }
+  }
+
+  async function generate(algorithm: Algorithm): Promise<KeyMaterial> {
+    // An HMAC secret is random bytes: not worth a thread hop. Every key pair goes to the pool.
+    return algorithm.spec.kind === 'hmac'
+      ? generateMaterial(algorithm.name)
+      : deps.pool.generateKey(algorithm.name)
+  }
+
+  /** Runs a lifecycle change on the locked row, with its audit record, in one transaction. */
+  async function transition(
+    actor: Actor,
+    id: string,
+    action: string,
+    change: (row: KeyRow, state: KeyState, tx: Queryable, now: Date) => Promise<KeyChanges | null>,
+    options: { lockDefaultOf?: string; details?: Record<string, string | number | boolean | null> } = {},
+  ): Promise<KeyView> {
+    const now = clock.now()
+    await load(actor, id, now)
+    try {
+      const row = await sql.begin(async (tx) => {
+        // The default-slot lock comes before the row lock, always, so the two never deadlock.
+        if (options.lockDefaultOf) await lockDefaultSlot(tx, actor.tenantId, options.lockDefaultOf)
+        const locked = await getKey(tx, actor.tenantId, id, 'for update')
+        if (!locked) throw keyNotFound()
+        const changes = await change(locked, keyState(locked, now), tx, now)
+        if (!changes) return locked
+        const updated = await updateKey(tx, actor.tenantId, id, changes)
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action,
+          resource: `key:${id}`,
+          keyVersion: updated.current_version,
+          outcome: 'success',
+          details: options.details ?? null,
+        })
+        return updated
+      })
+      return toKeyView(row, now)
+    } catch (error) {
+      if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()
+      throw error
+    }
+  }
+
+  return {
+    async create(actor, input) {
+      const now = clock.now()
+      const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
+      requireFuture(input.expiresAt, 'body/expiresAt', now)
+      return persistNewKey(actor, input, algorithm, await generate(algorithm), 'Generated', now)
+    },
+
+    async import(actor, input) {
+      const now = clock.now()
+      const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
+      requireFuture(input.expiresAt, 'body/expiresAt', now)
+      let material: KeyMaterial
+      try {
+        material = await deps.pool.importKey({
+          algorithm: algorithm.name,
+          format: input.format,
+          material: input.material,
+          password: input.password,
+        })
+      } catch (error) {
+        throw keyMaterialRefused(error)
+      }
+      return persistNewKey(actor, input, algorithm, material, 'Imported', now)
+    },
+
+    async get(actor, id) {
+      const now = clock.now()
+      return toKeyView((await load(actor, id, now)).row, now)
+    },
+
+    async list(actor, request) {
+      const now = clock.now()
+      // Keys past their deletion date are destroyed before anyone sees them listed.
+      await destroy(actor.tenantId, actor.requestId, now)
+      const query = { ...request, now }
+      const [rows, total, expiringSoon] = await Promise.all([
+        listKeys(sql, actor.tenantId, query),
+        countKeys(sql, actor.tenantId, request.filter, now),
+        countActiveExpiringBy(sql, actor.tenantId, now, new Date(now.getTime() + EXPIRY_ALERT_DAYS * DAY_MS)),
+      ])
+      const page = rows.slice(0, request.limit)
+      const last = page.at(-1)
+      const next =
+        rows.length > request.limit && last
+          ? { favorite: last.is_favorite, value: last.sort_value, id: last.id }
+          : null
+      return { data: page.map((row) => toKeyView(row, now)), total, next, expiringSoon }
+    },
+
+    async update(actor, id, patch) {
+      const { row } = await load(actor, id, clock.now())
+      const fields = Object.entries(patch)
+        .filter(([, value]) => value !== undefined)
+        .map(([field]) => field)
+      return transition(
+        actor,
+        id,
+        'keys.update',
+        async (locked, state, tx, now) => {
+          requireState(state, ['Active', 'Expired', 'Revoked', 'Pending Deletion'], 'change its attributes')
+          if (patch.expiresAt !== undefined) {
+            // Expired is terminal (DESIGN): a new expiry cannot bring a key back.
+            requireState(state, ['Active'], 'change its expiration')
+            requireFuture(patch.expiresAt, 'body/expiresAt', now)
+          }
+          if (patch.isDefault === true) {
+            requireState(state, ['Active'], 'become the default key')
+            if (!locked.is_default) await clearDefault(tx, actor.tenantId, locked.key_type, now)
+          }
+          const changes: KeyChanges = { updated_at: now }
+          if (patch.name !== undefined) changes.name = patch.name
+          if (patch.description !== undefined) changes.description = patch.description
+          if (patch.labels !== undefined) changes.labels = normaliseLabels(patch.labels)
+          if (patch.expiresAt !== undefined) changes.expires_at = patch.expiresAt
+          if (patch.isDefault !== undefined) changes.is_default = patch.isDefault
+          if (patch.isFavorite !== undefined) changes.is_favorite = patch.isFavorite
+          return changes
+        },
+        {
+          ...(patch.isDefault !== undefined ? { lockDefaultOf: row.key_type } : {}),
+          details: { fields: fields.join(',') },
+        },
+      )
+    },
+
+    async rotate(actor, id) {
+      const { row, state } = await load(actor, id, clock.now())
+      requireState(state, ['Active'], 'rotate')
+      const algorithm = algorithmByName(row.algorithm as AlgorithmName)
+      const material = await generate(algorithm)
+      try {
+        return await transition(actor, id, 'keys.rotate', async (locked, lockedState, tx, now) => {
+          requireState(lockedState, ['Active'], 'rotate')
+          const version = locked.current_version + 1
+          const sealed = await deps.tenantKeks.seal(
+            actor.tenantId,
+            material.secret,
+            materialAad(actor.tenantId, id, version),
+            tx,
+          )
+          await insertKeyVersion(tx, {
+            key_id: id,
+            version,
+            tenant_id: actor.tenantId,
+            created_at: now,
+            public_key: material.publicKey,
+            sealed_material: sealed,
+            destroyed_at: null,
+          })
+          return { current_version: version, last_rotated_at: now, updated_at: now }
+        })
+      } finally {
+        material.secret.fill(0)
+      }
+    },
+
+    revoke: (actor, id) =>
+      transition(actor, id, 'keys.revoke', async (_row, state, _tx, now) => {
+        requireState(state, ['Active'], 'revoke')
+        return { revoked_at: now, updated_at: now }
+      }),
+
+    scheduleDeletion: (actor, id, windowDays) =>
+      transition(
+        actor,
+        id,
+        'keys.schedule_deletion',
+        async (_row, state, _tx, now) => {
+          requireState(state, ['Active', 'Expired', 'Revoked'], 'schedule its deletion')
+          return { scheduled_deletion_date: new Date(now.getTime() + windowDays * DAY_MS), updated_at: now }
+        },
+        { details: { windowDays } },
+      ),
+
+    cancelDeletion: (actor, id) =>
+      transition(actor, id, 'keys.cancel_deletion', async (_row, state, _tx, now) => {
+        requireState(state, ['Pending Deletion'], 'cancel its deletion')
+        return { scheduled_deletion_date: null, updated_at: now }
+      }),
+
+    async versions(actor, id) {
+      const now = clock.now()
+      const { row, state } = await load(actor, id, now)
+      const versions = await listKeyVersions(sql, actor.tenantId, id)
+      return {
+        data: versions.map((v) => ({
+          version: v.version,
+          createdAt: v.created_at.toISOString(),
+          state: v.destroyed_at ? 'Destroyed' : state,
+          isCurrent: v.version === row.current_version,
+        })),
+      }
+    },
+
+    async exportPublic(actor, id, format, requestedVersion) {
+      const now = clock.now()
+      const { row, state } = await load(actor, id, now)
+      const algorithm = algorithmByName(row.algorithm as AlgorithmName)
+      if (algorithm.spec.kind === 'hmac') {
+        throw new AppError(409, 'no_public_key', 'HMAC keys are symmetric and have no public key')
+      }
+      if (state === 'Destroyed') throw stateConflict(state, 'export its public key')
+      const version = requestedVersion ?? row.current_version
+      const stored = await getKeyVersion(sql, actor.tenantId, id, version)
+      if (!stored) throw notFound('key_version_not_found', `Version ${version} of the key`)
+      if (!stored.public_key) throw stateConflict('Destroyed', 'export its public key')
+      const exported = exportPublic(stored.public_key, algorithm, row.key_type, format, `${id}:${version}`)
+      return { key: toKeyView(row, now), version, exported }
+    },
+
+    async exportPrivate(actor, id, request) {
+      const now = clock.now()
+      const { row, state } = await load(actor, id, now)
+      const refuse = async (error: AppError) => {
+        await audit.record({
+          ...actor,
+          action: 'keys.export_private',
+          resource: `key:${id}`,
+          outcome: 'failure',
+          details: { reason: error.code },
+        })
+        return error
+      }
+      if (request.confirm !== row.name) {
+        throw await refuse(
+          new AppError(400, 'confirmation_mismatch', "Private key export needs the key's name in confirm"),
+        )
+      }
+      if (state !== 'Active' && state !== 'Expired')
+        throw await refuse(stateConflict(state, 'export its private key'))
+      const version = request.version ?? row.current_version
+      const stored = await getKeyVersion(sql, actor.tenantId, id, version)
+      if (!stored) throw notFound('key_version_not_found', `Version ${version} of the key`)
+      if (!stored.sealed_material) throw stateConflict('Destroyed', 'export its private key')
+      const algorithm = algorithmByName(row.algorithm as AlgorithmName)
+      const secret = await deps.tenantKeks.open(
+        actor.tenantId,
+        stored.sealed_material,
+        materialAad(actor.tenantId, id, version),
+      )
+      let exported: PrivateExport
+      try {
+        exported = exportPrivate(secret, algorithm, request.format, request.password)
+      } catch (error) {
+        throw keyMaterialRefused(error)
+      } finally {
+        secret.fill(0)
+      }
+      // Acknowledged only once the record is durable: no unaudited private key leaves.
+      await audit.record({
+        ...actor,
+        action: 'keys.export_private',
+        resource: `key:${id}`,
+        keyVersion: version,
+        outcome: 'success',
+        details: { format: request.format, encrypted: exported.encrypted },
+      })
+      return { key: toKeyView(row, now), version, exported }
+    },
+
+    destroyDue: (requestId) => destroy(null, requestId ?? null, clock.now()),
+  }
+}
+
+/** Labels are a set: duplicates collapse, order of first appearance is kept. */
+function normaliseLabels(labels: readonly string[] | undefined): string[] {
+  return [...new Set(labels ?? [])]
+}

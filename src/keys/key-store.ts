@@ -1,0 +1,337 @@
+import type postgres from 'postgres'
+import type { Queryable } from '../platform/database.ts'
+import type { KeyState } from './key-state.ts'
+
+/** Data access for keys and key versions. Every query names the tenant: no cross-tenant reads. */
+
+export interface KeyRow {
+  id: string
+  tenant_id: string
+  name: string
+  description: string
+  key_type: string
+  algorithm: string
+  origin: 'Generated' | 'Imported'
+  is_default: boolean
+  is_favorite: boolean
+  labels: string[]
+  current_version: number
+  created_at: Date
+  created_by: string
+  updated_at: Date
+  last_rotated_at: Date | null
+  expires_at: Date | null
+  revoked_at: Date | null
+  scheduled_deletion_date: Date | null
+  destroyed_at: Date | null
+}
+
+export interface KeyVersionRow {
+  key_id: string
+  version: number
+  tenant_id: string
+  created_at: Date
+  public_key: Buffer | null
+  sealed_material: Buffer | null
+  destroyed_at: Date | null
+}
+
+export type NewKeyRow = Omit<KeyRow, 'revoked_at' | 'scheduled_deletion_date' | 'destroyed_at'>
+
+/** Unique constraints the service turns into 409s. */
+export const KEY_NAME_CONSTRAINT = 'keys_tenant_name_key'
+export const ONE_DEFAULT_CONSTRAINT = 'keys_one_default_per_type'
+
+export async function insertKey(db: Queryable, row: NewKeyRow): Promise<KeyRow> {
+  const [inserted] = await db<KeyRow[]>`INSERT INTO keys ${db(row)} RETURNING *`
+  return inserted!
+}
+
+export async function insertKeyVersion(db: Queryable, row: KeyVersionRow): Promise<void> {
+  await db`INSERT INTO key_versions ${db(row)}`
+}
+
+export async function getKey(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+  lock: 'none' | 'for update' = 'none',
+): Promise<KeyRow | undefined> {
+  const [row] =
+    lock === 'for update'
+      ? await db<KeyRow[]>`SELECT * FROM keys WHERE tenant_id = ${tenantId} AND id = ${id} FOR UPDATE`
+      : await db<KeyRow[]>`SELECT * FROM keys WHERE tenant_id = ${tenantId} AND id = ${id}`
+  return row
+}
+
+export async function getKeyVersion(
+  db: Queryable,
+  tenantId: string,
+  keyId: string,
+  version: number,
+): Promise<KeyVersionRow | undefined> {
+  const [row] = await db<KeyVersionRow[]>`
+    SELECT * FROM key_versions WHERE tenant_id = ${tenantId} AND key_id = ${keyId} AND version = ${version}`
+  return row
+}
+
+export interface KeyVersionSummary {
+  version: number
+  created_at: Date
+  destroyed_at: Date | null
+}
+
+export async function listKeyVersions(
+  db: Queryable,
+  tenantId: string,
+  keyId: string,
+): Promise<KeyVersionSummary[]> {
+  return db<KeyVersionSummary[]>`
+    SELECT version, created_at, destroyed_at FROM key_versions
+    WHERE tenant_id = ${tenantId} AND key_id = ${keyId} ORDER BY version`
+}
+
+export type KeyChanges = Partial<
+  Pick<
+    KeyRow,
+    | 'name'
+    | 'description'
+    | 'labels'
+    | 'expires_at'
+    | 'is_default'
+    | 'is_favorite'
+    | 'revoked_at'
+    | 'scheduled_deletion_date'
+    | 'current_version'
+    | 'last_rotated_at'
+  >
+> & { updated_at: Date }
+
+export async function updateKey(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+  changes: KeyChanges,
+): Promise<KeyRow> {
+  const [row] = await db<KeyRow[]>`
+    UPDATE keys SET ${db(changes)} WHERE tenant_id = ${tenantId} AND id = ${id} RETURNING *`
+  return row!
+}
+
+/**
+ * Serialises default changes of one key type in one tenant for the rest of the transaction.
+ * The unique index is the guarantee; the lock makes concurrent "make X the default" requests
+ * queue up and each succeed in turn instead of failing on the index.
+ */
+export async function lockDefaultSlot(db: Queryable, tenantId: string, keyType: string): Promise<void> {
+  await db`SELECT pg_advisory_xact_lock(hashtextextended(${`kms:default-key:${tenantId}:${keyType}`}, 0))`
+}
+
+export async function clearDefault(
+  db: Queryable,
+  tenantId: string,
+  keyType: string,
+  now: Date,
+): Promise<void> {
+  await db`
+    UPDATE keys SET is_default = false, updated_at = ${now}
+    WHERE tenant_id = ${tenantId} AND key_type = ${keyType} AND is_default`
+}
+
+export interface DestroyedKey {
+  id: string
+  tenant_id: string
+  current_version: number
+}
+
+/**
+ * Erases the material of keys whose deletion date has passed (in one tenant, or in all when
+ * `tenantId` is null) and marks them destroyed. Idempotent: a key is destroyed once.
+ */
+export async function destroyDueKeys(
+  db: Queryable,
+  tenantId: string | null,
+  now: Date,
+  onlyKeyId?: string,
+): Promise<DestroyedKey[]> {
+  const destroyed = await db<DestroyedKey[]>`
+    UPDATE keys SET destroyed_at = scheduled_deletion_date, is_default = false, updated_at = ${now}
+    WHERE scheduled_deletion_date <= ${now} AND destroyed_at IS NULL
+      ${tenantId ? db`AND tenant_id = ${tenantId}` : db``}
+      ${onlyKeyId ? db`AND id = ${onlyKeyId}` : db``}
+    RETURNING id, tenant_id, current_version`
+  if (destroyed.length > 0) {
+    await db`
+      UPDATE key_versions SET sealed_material = NULL, public_key = NULL, destroyed_at = ${now}
+      WHERE key_id = ANY(${db.array(destroyed.map((k) => k.id))}::uuid[]) AND destroyed_at IS NULL`
+  }
+  return destroyed
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key list
+// ---------------------------------------------------------------------------------------------
+
+export const KEY_SORTS = ['name', 'algorithm', 'purpose', 'version', 'status', 'createdAt'] as const
+export type KeySort = (typeof KEY_SORTS)[number]
+
+export interface KeyListFilter {
+  status?: readonly KeyState[] | undefined
+  keyType?: readonly string[] | undefined
+  algorithm?: readonly string[] | undefined
+  labels?: readonly string[] | undefined
+  search?: string | undefined
+  favorite?: boolean | undefined
+}
+
+/** Where a page ends: the segment (favourites or not) and the last row's sort value and id. */
+export interface KeyListPosition {
+  favorite: boolean
+  value: string | number
+  id: string
+}
+
+export interface KeyListQuery {
+  filter: KeyListFilter
+  sort: KeySort
+  descending: boolean
+  limit: number
+  after: KeyListPosition | null
+  now: Date
+}
+
+function stateCondition(db: Queryable, state: KeyState, now: Date) {
+  const live = db`destroyed_at IS NULL AND scheduled_deletion_date IS NULL`
+  switch (state) {
+    case 'Active':
+      return db`(${live} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${now}))`
+    case 'Expired':
+      return db`(${live} AND revoked_at IS NULL AND expires_at <= ${now})`
+    case 'Revoked':
+      return db`(${live} AND revoked_at IS NOT NULL)`
+    case 'Pending Deletion':
+      return db`(destroyed_at IS NULL AND scheduled_deletion_date > ${now})`
+    case 'Destroyed':
+      return db`(destroyed_at IS NOT NULL OR scheduled_deletion_date <= ${now})`
+  }
+}
+
+/** The derived state as a number in spec order (Active first), for sorting by status. */
+function stateRank(db: Queryable, now: Date) {
+  return db`(CASE
+    WHEN destroyed_at IS NOT NULL OR scheduled_deletion_date <= ${now} THEN 4
+    WHEN scheduled_deletion_date IS NOT NULL THEN 3
+    WHEN revoked_at IS NOT NULL THEN 2
+    WHEN expires_at <= ${now} THEN 1
+    ELSE 0 END)`
+}
+
+function sortExpression(db: Queryable, sort: KeySort, now: Date) {
+  switch (sort) {
+    case 'name':
+      return db`name`
+    case 'algorithm':
+      return db`algorithm`
+    case 'purpose':
+      return db`key_type`
+    case 'version':
+      return db`current_version`
+    case 'createdAt':
+      return db`created_at`
+    case 'status':
+      return stateRank(db, now)
+  }
+}
+
+function filterConditions(db: Queryable, tenantId: string, filter: KeyListFilter, now: Date) {
+  const conditions = [db`tenant_id = ${tenantId}`]
+  if (filter.status?.length) {
+    const any = filter.status.map((s) => stateCondition(db, s, now))
+    conditions.push(db`(${any.reduce((a, b) => db`${a} OR ${b}`)})`)
+  }
+  if (filter.keyType?.length) conditions.push(db`key_type = ANY(${db.array([...filter.keyType])}::text[])`)
+  if (filter.algorithm?.length)
+    conditions.push(db`algorithm = ANY(${db.array([...filter.algorithm])}::text[])`)
+  if (filter.labels?.length) conditions.push(db`labels && ${db.array([...filter.labels])}::text[]`)
+  if (filter.search) {
+    const pattern = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+    conditions.push(db`(name ILIKE ${pattern} OR description ILIKE ${pattern})`)
+  }
+  if (filter.favorite !== undefined) conditions.push(db`is_favorite = ${filter.favorite}`)
+  return conditions
+}
+
+type Fragment = postgres.PendingQuery<postgres.Row[]>
+
+const and = (db: Queryable, parts: Fragment[]) => parts.reduce((a, b) => db`${a} AND ${b}`)
+
+export type ListedKeyRow = KeyRow & { sort_value: string | number }
+
+/**
+ * One page of keys: favourites first, then the others, each segment ordered by the sort column
+ * and id (keyset pagination, so page 1000 costs what page 1 costs).
+ */
+export async function listKeys(
+  db: Queryable,
+  tenantId: string,
+  query: KeyListQuery,
+): Promise<ListedKeyRow[]> {
+  const { now, sort } = query
+  const base = filterConditions(db, tenantId, query.filter, now)
+  const expression = sortExpression(db, sort, now)
+  const direction = query.descending ? db`DESC` : db`ASC`
+  const sortValue = sort === 'createdAt' ? db`to_json(created_at)#>>'{}'` : expression
+  const rows: ListedKeyRow[] = []
+  const segments = query.after?.favorite === false ? [false] : [true, false]
+  for (const favorite of segments) {
+    const wanted = query.limit + 1 - rows.length
+    if (wanted <= 0) break
+    const conditions = [...base, db`is_favorite = ${favorite}`]
+    if (query.after && query.after.favorite === favorite) {
+      const { value, id } = query.after
+      const typed =
+        sort === 'createdAt'
+          ? db`${value}::timestamptz`
+          : sort === 'version' || sort === 'status'
+            ? db`${value}::int`
+            : db`${value}::text`
+      conditions.push(
+        query.descending
+          ? db`(${expression}, id) < (${typed}, ${id}::uuid)`
+          : db`(${expression}, id) > (${typed}, ${id}::uuid)`,
+      )
+    }
+    const page = await db<ListedKeyRow[]>`
+      SELECT *, ${sortValue} AS sort_value FROM keys
+      WHERE ${and(db, conditions)}
+      ORDER BY ${expression} ${direction}, id ${direction}
+      LIMIT ${wanted}`
+    rows.push(...page)
+  }
+  return rows
+}
+
+export async function countKeys(
+  db: Queryable,
+  tenantId: string,
+  filter: KeyListFilter,
+  now: Date,
+): Promise<number> {
+  const [row] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM keys WHERE ${and(db, filterConditions(db, tenantId, filter, now))}`
+  return row?.total ?? 0
+}
+
+/** Active keys whose expiry falls within the window: the key list's alert banner. */
+export async function countActiveExpiringBy(
+  db: Queryable,
+  tenantId: string,
+  now: Date,
+  until: Date,
+): Promise<number> {
+  const [row] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM keys
+    WHERE tenant_id = ${tenantId} AND expires_at > ${now} AND expires_at <= ${until}
+      AND revoked_at IS NULL AND scheduled_deletion_date IS NULL AND destroyed_at IS NULL`
+  return row?.total ?? 0
+}
