@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os'
 import { Piscina } from 'piscina'
 import type { AlgorithmName } from '../keys/algorithms.ts'
-import { AppError } from '../platform/errors.ts'
 import { type ImportRequest, type KeyMaterial, KeyMaterialError } from '../keys/key-material.ts'
+import { AppError } from '../platform/errors.ts'
 import type { CryptoTask, MaterialResult } from './tasks.ts'
 
 /**

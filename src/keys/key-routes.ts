@@ -181,6 +181,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         return {
           data: result.data,
           total: result.total,
+          totalIsExact: result.totalIsExact,
           nextCursor: result.next ? encodeCursor({ ...result.next, sort: q.sort, descending }) : null,
           ...(result.expiringSoon > 0
             ? {

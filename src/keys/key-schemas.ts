@@ -113,7 +113,10 @@ export const ListKeysQuery = Type.Object(
 
 export const KeyListSchema = Type.Object({
   data: Type.Array(KeySchema),
-  total: Type.Integer({ description: 'Keys matching the filters' }),
+  total: Type.Integer({ description: 'Keys matching the filters, counted up to 1,000' }),
+  totalIsExact: Type.Boolean({
+    description: 'False when more than 1,000 keys match: total is then a lower bound',
+  }),
   nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page' }),
   alert: Type.Optional(
     Type.Object(

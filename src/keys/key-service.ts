@@ -130,7 +130,9 @@ export interface KeyListRequest {
 
 export interface KeyListResult {
   data: KeyView[]
+  /** Exact up to TOTAL_COUNT_CAP; a lower bound past it (totalIsExact false). */
   total: number
+  totalIsExact: boolean
   next: KeyListPosition | null
   /** Active keys expiring within EXPIRY_ALERT_DAYS; absent when there are none. */
   expiringSoon: number
@@ -144,6 +146,7 @@ export interface KeyVersionView {
 }
 
 export const EXPIRY_ALERT_DAYS = 30
+export const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
 
 export interface KeyService {
@@ -399,19 +402,37 @@ export function createKeyService(deps: {
       const now = clock.now()
       // Keys past their deletion date are destroyed before anyone sees them listed.
       await destroy(actor.tenantId, actor.requestId, now)
-      const query = { ...request, now }
-      const [rows, total, expiringSoon] = await Promise.all([
-        listKeys(sql, actor.tenantId, query),
-        countKeys(sql, actor.tenantId, request.filter, now),
-        countActiveExpiringBy(sql, actor.tenantId, now, new Date(now.getTime() + EXPIRY_ALERT_DAYS * DAY_MS)),
-      ])
+      // One snapshot for the page and its counts. Custom plans: a generic plan cannot know how
+      // selective a search pattern or label is, and picks a full index walk for rare matches.
+      const [rows, total, expiringSoon] = await sql.begin(
+        'isolation level repeatable read read only',
+        async (tx) => {
+          await tx`SET LOCAL plan_cache_mode = force_custom_plan`
+          return [
+            await listKeys(tx, actor.tenantId, { ...request, now }),
+            await countKeys(tx, actor.tenantId, request.filter, now, TOTAL_COUNT_CAP + 1),
+            await countActiveExpiringBy(
+              tx,
+              actor.tenantId,
+              now,
+              new Date(now.getTime() + EXPIRY_ALERT_DAYS * DAY_MS),
+            ),
+          ] as const
+        },
+      )
       const page = rows.slice(0, request.limit)
       const last = page.at(-1)
       const next =
         rows.length > request.limit && last
           ? { favorite: last.is_favorite, value: last.sort_value, id: last.id }
           : null
-      return { data: page.map((row) => toKeyView(row, now)), total, next, expiringSoon }
+      return {
+        data: page.map((row) => toKeyView(row, now)),
+        total: Math.min(total, TOTAL_COUNT_CAP),
+        totalIsExact: total <= TOTAL_COUNT_CAP,
+        next,
+        expiringSoon,
+      }
     },
 
     async update(actor, id, patch) {

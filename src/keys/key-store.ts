@@ -311,14 +311,21 @@ export async function listKeys(
   return rows
 }
 
+/**
+ * Matching keys, counted up to `cap`: an exact count of 100,000 rows costs more than the page
+ * itself, so past the cap the caller reports a lower bound.
+ */
 export async function countKeys(
   db: Queryable,
   tenantId: string,
   filter: KeyListFilter,
   now: Date,
+  cap: number,
 ): Promise<number> {
   const [row] = await db<{ total: number }[]>`
-    SELECT count(*)::int AS total FROM keys WHERE ${and(db, filterConditions(db, tenantId, filter, now))}`
+    SELECT count(*)::int AS total FROM (
+      SELECT 1 FROM keys WHERE ${and(db, filterConditions(db, tenantId, filter, now))} LIMIT ${cap}
+    ) AS matching`
   return row?.total ?? 0
 }
 

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 
 /**
@@ -49,7 +50,8 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
   // A socket file left by a crashed run would make listen() fail.
   rmSync(socketPath, { force: true })
 
-  const db = await PGlite.create(dbDir)
+  // The extensions the migrations create must be compiled in: PGlite cannot load them later.
+  const db = await PGlite.create(dbDir, { extensions: { pg_trgm } })
   const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: EMBEDDED_MAX_CONNECTIONS })
   await server.start()
   return {

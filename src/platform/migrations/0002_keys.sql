@@ -1,3 +1,7 @@
+-- Trigram indexes make the key list's substring search an index lookup, not a table scan.
+-- pg_trgm is a trusted extension (PostgreSQL 13+): the database owner may create it.
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
 -- Tenant keys and their versions (spec 2.2, 3). States are derived at read time from the
 -- timestamps below, so a key past expires_at or scheduled_deletion_date is Expired or
 -- Destroyed even if no background job has run.
@@ -37,6 +41,8 @@ CREATE INDEX keys_list_algorithm_idx ON keys (tenant_id, is_favorite, algorithm,
 CREATE INDEX keys_list_type_idx ON keys (tenant_id, is_favorite, key_type, id);
 CREATE INDEX keys_list_version_idx ON keys (tenant_id, is_favorite, current_version, id);
 CREATE INDEX keys_labels_idx ON keys USING gin (labels);
+CREATE INDEX keys_name_search_idx ON keys USING gin (name gin_trgm_ops);
+CREATE INDEX keys_description_search_idx ON keys USING gin (description gin_trgm_ops);
 CREATE INDEX keys_expiry_idx ON keys (tenant_id, expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX keys_deletion_due_idx ON keys (scheduled_deletion_date, tenant_id)
   WHERE scheduled_deletion_date IS NOT NULL AND destroyed_at IS NULL;
