@@ -744,7 +744,7 @@ describe('the key list', () => {
     all = await listAll(t)
   })
 
-  test('the fixture: each key listed once, as GET shows it; varied states, versions, favourites', async () => {
+  test('the fixture: each key listed once, as GET shows it, in varied states and versions', async () => {
     assert.equal(all.length, SPECS.length)
     assert.deepEqual(new Set(all.map((k) => k.id)), new Set([...byName.values()].map((k) => k.id)))
     for (const k of all) assert.deepEqual(await getKey(t, k.id), k, `GET ${k.name}`)

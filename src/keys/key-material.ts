@@ -101,13 +101,18 @@ function asText(material: ImportRequest['material'], format: ImportFormat): stri
 const PEM_LABEL = /-----BEGIN ([A-Z0-9 ]+)-----/
 
 /** Node/OpenSSL's parse errors, as this API's codes (never their text, which could quote input). */
-function parseFailure(error: unknown, format: string, password: string | undefined): KeyMaterialError {
+function parseFailure(error: unknown, format: string, encrypted: boolean): KeyMaterialError {
   const code = (error as { code?: string }).code ?? ''
   if (code === 'ERR_MISSING_PASSPHRASE' || code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') {
     return new KeyMaterialError('password_required', 'The private key is encrypted; give its password')
   }
-  if (password !== undefined && /BAD_DECRYPT|DECRYPT/.test(code)) {
-    return new KeyMaterialError('incorrect_password', 'The password does not decrypt the private key')
+  // With a password, any failure is most likely the password: about 1 wrong password in 256 gets
+  // past the CBC padding check and only fails when the garbage it decrypts to is parsed.
+  if (encrypted) {
+    return new KeyMaterialError(
+      'incorrect_password',
+      'The password does not decrypt the private key (or the encrypted key is damaged)',
+    )
   }
   return new KeyMaterialError('invalid_key_material', `The key material is not a valid ${format} private key`)
 }
@@ -128,7 +133,8 @@ function parsePem(text: string, format: ImportFormat, password: string | undefin
       ...(password !== undefined ? { passphrase: password } : {}),
     })
   } catch (error) {
-    throw parseFailure(error, format, password)
+    // PKCS#8 says ENCRYPTED PRIVATE KEY; legacy OpenSSL PEM says Proc-Type: 4,ENCRYPTED.
+    throw parseFailure(error, format, password !== undefined && text.includes('ENCRYPTED'))
   }
 }
 
@@ -144,7 +150,16 @@ function parseDer(der: Buffer, format: ImportFormat, password: string | undefine
       first ??= error
     }
   }
-  throw parseFailure(first, format, password)
+  throw parseFailure(first, format, password !== undefined && isEncryptedPkcs8(der))
+}
+
+/** PKCS#5 (PBES1/PBES2) and PKCS#12 PBE algorithm OID prefixes, DER-encoded. */
+const PBE_OID_PREFIXES = [Buffer.from('2a864886f70d0105', 'hex'), Buffer.from('2a864886f70d010c01', 'hex')]
+
+/** An EncryptedPrivateKeyInfo names its PBE scheme in the first bytes. */
+function isEncryptedPkcs8(der: Buffer): boolean {
+  const head = der.subarray(0, 32)
+  return PBE_OID_PREFIXES.some((prefix) => head.includes(prefix))
 }
 
 const RAW_PRIVATE: Partial<Record<string, { format: 'raw-seed' | 'raw-private'; bytes: number }>> = {
@@ -184,7 +199,7 @@ function parseRaw(bytes: Buffer, algorithm: Algorithm): KeyObject {
         namedCurve: spec.namedCurve,
       } as never)
     } catch (error) {
-      throw parseFailure(error, 'RAW', undefined)
+      throw parseFailure(error, 'RAW', false)
     }
   }
   const raw = RAW_PRIVATE[spec.kind]
@@ -199,7 +214,7 @@ function parseRaw(bytes: Buffer, algorithm: Algorithm): KeyObject {
   try {
     return createPrivateKey({ key: bytes, format: raw.format, asymmetricKeyType: spec.kind } as never)
   } catch (error) {
-    throw parseFailure(error, 'RAW', undefined)
+    throw parseFailure(error, 'RAW', false)
   }
 }
 
@@ -208,11 +223,30 @@ function parseJwk(jwk: Record<string, unknown>): KeyObject {
   if (!hasPrivatePart) {
     throw new KeyMaterialError('private_key_required', 'Import needs a private JWK (with d or priv)')
   }
+  let key: KeyObject
   try {
-    return createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' })
+    key = createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' })
   } catch (error) {
-    throw parseFailure(error, 'JWK', undefined)
+    throw parseFailure(error, 'JWK', false)
   }
+  // Node rebuilds Ed25519 and post-quantum keys from the private part alone and ignores x/pub:
+  // a JWK whose public half belongs to another key must not slip through.
+  const derived = createPublicKey(key).export({ format: 'jwk' }) as Record<string, unknown>
+  for (const field of ['x', 'y', 'n', 'e', 'pub']) {
+    const given = jwk[field]
+    if (given === undefined) continue
+    const same =
+      typeof given === 'string' &&
+      typeof derived[field] === 'string' &&
+      Buffer.from(given, 'base64url').equals(Buffer.from(derived[field] as string, 'base64url'))
+    if (!same) {
+      throw new KeyMaterialError(
+        'invalid_key_material',
+        "The JWK's public part does not match its private key",
+      )
+    }
+  }
+  return key
 }
 
 function importHmacSecret(request: ImportRequest, algorithm: Algorithm): Buffer {
