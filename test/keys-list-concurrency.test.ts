@@ -278,9 +278,7 @@ interface JsonSchema {
   oneOf?: JsonSchema[]
   properties?: Record<string, JsonSchema>
   required?: string[]
-  minProperties?: number
   items?: JsonSchema
-  minItems?: number
   minLength?: number
   minimum?: number
   format?: string

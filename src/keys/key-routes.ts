@@ -57,11 +57,15 @@ function decodeCursor(text: string, sort: KeySort, descending: boolean): KeyList
   }
   if (!Array.isArray(parsed) || parsed.length !== 5) throw invalidCursor()
   const [cursorSort, cursorDescending, favorite, value, id] = parsed as unknown[]
-  const numeric = sort === 'version' || sort === 'status'
-  const valueOk = numeric
-    ? Number.isSafeInteger(value)
-    : typeof value === 'string' && value.length <= 400 && !value.includes('\u0000')
-  const dateOk = sort !== 'createdAt' || (typeof value === 'string' && !Number.isNaN(Date.parse(value)))
+  // The value goes back to PostgreSQL: it must fit the column, or the database would refuse it.
+  const valueOk =
+    sort === 'version'
+      ? Number.isInteger(value) && (value as number) >= 1 && (value as number) <= 2_147_483_647
+      : sort === 'status'
+        ? Number.isInteger(value) && (value as number) >= 0 && (value as number) <= 4
+        : typeof value === 'string' && value.length <= 400 && !value.includes('\u0000')
+  const year = sort === 'createdAt' && typeof value === 'string' ? new Date(value).getUTCFullYear() : 2000
+  const dateOk = year >= 1 && year <= 9999
   if (
     cursorSort !== sort ||
     cursorDescending !== descending ||
