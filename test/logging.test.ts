@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { after, before, test } from 'node:test'
 import {
   httpRequest,
@@ -50,4 +51,48 @@ test('logs carry request ids but never an API key, a created key or a request bo
   assert.ok(!output.includes(minted), 'a created API key is not logged')
   assert.ok(!output.includes('should-not-appear'), 'authorization headers are not logged')
   assert.ok(!output.includes('secret-marker-name'), 'request bodies are not logged')
+})
+
+test('key material, passwords and exported private keys never reach the logs', async () => {
+  const created = await runCli(['create-tenant', '--name', 'logged-keys'], owner.env)
+  assert.equal(created.code, 0, created.stderr)
+  const key = JSON.parse(created.stdout).apiKey.key as string
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const password = 'logged-password-marker'
+  const pem = privateKey.export({ format: 'pem', type: 'pkcs8', cipher: 'aes-256-cbc', passphrase: password })
+  const body = {
+    name: 'logged-key',
+    keyType: 'Signing',
+    algorithm: 'EC-P256',
+    format: 'PEM',
+    keyMaterial: pem,
+  }
+
+  const wrong = await httpRequest(svc.baseUrl, 'POST', '/api/v1/keys/import', {
+    key,
+    body: { ...body, password: 'wrong-password-marker' },
+  })
+  assert.equal(wrong.status, 400)
+  const imported = await httpRequest(svc.baseUrl, 'POST', '/api/v1/keys/import', {
+    key,
+    body: { ...body, password },
+  })
+  assert.equal(imported.status, 201, imported.text)
+  const exported = await httpRequest(svc.baseUrl, 'POST', `/api/v1/keys/${imported.body.id}/export-private`, {
+    key,
+    body: { confirm: 'logged-key', format: 'JWK' },
+  })
+  assert.equal(exported.status, 200, exported.text)
+  await httpRequest(svc.baseUrl, 'GET', '/api/v1/tenant', { key, headers: { 'x-request-id': 'last-keys' } })
+  await waitFor(() => svc.output().includes('last-keys'), 'the last request log')
+
+  const output = svc.output()
+  const pemLines = String(pem)
+    .split('\n')
+    .filter((line) => line.length > 40)
+  assert.ok(pemLines.length > 3)
+  for (const line of pemLines) assert.ok(!output.includes(line), 'no line of the imported PEM is logged')
+  assert.ok(!output.includes(password), 'the import password is not logged')
+  assert.ok(!output.includes('wrong-password-marker'), 'a wrong password is not logged')
+  assert.ok(!output.includes(exported.body.privateKey.d), 'the exported private scalar is not logged')
 })

@@ -14,6 +14,8 @@ export interface CryptoPool {
   generateKey(algorithm: AlgorithmName): Promise<KeyMaterial>
   /** Throws KeyMaterialError for material that does not fit the request. */
   importKey(request: ImportRequest): Promise<KeyMaterial>
+  /** Tasks the worker threads have finished since the pool started. */
+  completedTasks(): number
   destroy(): Promise<void>
 }
 
@@ -54,6 +56,7 @@ export function createCryptoPool(
   return {
     generateKey: (algorithm) => run({ kind: 'generateKey', algorithm }),
     importKey: (request) => run({ kind: 'importKey', request }),
+    completedTasks: () => pool.completed,
     destroy: () => pool.destroy(),
   }
 }
