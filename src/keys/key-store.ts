@@ -148,6 +148,19 @@ export interface DestroyedKey {
  * Erases the material of keys whose deletion date has passed (in one tenant, or in all when
  * `tenantId` is null) and marks them destroyed. Idempotent: a key is destroyed once.
  */
+/**
+ * The earliest deletion date not yet acted on (of the tenant, or of every tenant). Written as a
+ * min() over the partial index's exact predicate so that even a generic plan reads one index
+ * entry; an EXISTS with `<= $now` was planned as a 24 ms table scan.
+ */
+export async function nextDeletionDate(db: Queryable, tenantId: string | null): Promise<Date | null> {
+  const [row] = await db<{ next: Date | null }[]>`
+    SELECT min(scheduled_deletion_date) AS next FROM keys
+    WHERE scheduled_deletion_date IS NOT NULL AND destroyed_at IS NULL
+      ${tenantId ? db`AND tenant_id = ${tenantId}` : db``}`
+  return row?.next ?? null
+}
+
 export async function destroyDueKeys(
   db: Queryable,
   tenantId: string | null,

@@ -43,8 +43,13 @@ CREATE INDEX keys_list_version_idx ON keys (tenant_id, is_favorite, current_vers
 CREATE INDEX keys_labels_idx ON keys USING gin (labels);
 CREATE INDEX keys_name_search_idx ON keys USING gin (name gin_trgm_ops);
 CREATE INDEX keys_description_search_idx ON keys USING gin (description gin_trgm_ops);
-CREATE INDEX keys_expiry_idx ON keys (tenant_id, expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX keys_deletion_due_idx ON keys (scheduled_deletion_date, tenant_id)
+-- The list's expiry alert counts live keys with an expiry: an index-only scan of this index.
+CREATE INDEX keys_expiring_idx ON keys (tenant_id, expires_at)
+  WHERE expires_at IS NOT NULL AND revoked_at IS NULL AND scheduled_deletion_date IS NULL AND destroyed_at IS NULL;
+-- The next deletion date, per tenant and overall: one index entry tells whether anything is due.
+CREATE INDEX keys_tenant_deletion_idx ON keys (tenant_id, scheduled_deletion_date)
+  WHERE scheduled_deletion_date IS NOT NULL AND destroyed_at IS NULL;
+CREATE INDEX keys_deletion_idx ON keys (scheduled_deletion_date)
   WHERE scheduled_deletion_date IS NOT NULL AND destroyed_at IS NULL;
 
 CREATE TABLE key_versions (
