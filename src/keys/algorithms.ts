@@ -1,4 +1,4 @@
-import { type Static, Type } from 'typebox'
+import { Type } from 'typebox'
 
 /** Spec section 2.1: every algorithm, the key types it serves and how it is made. */
 export const KEY_TYPES = ['Encryption', 'Signing', 'HMAC'] as const
@@ -27,7 +27,6 @@ export type AlgorithmName = (typeof ALGORITHM_NAMES)[number]
 
 export const KeyTypeSchema = Type.Enum(KEY_TYPES, { description: 'Key type (spec 2.1)' })
 export const AlgorithmSchema = Type.Enum(ALGORITHM_NAMES, { description: 'Algorithm (spec 2.1)' })
-export type KeyTypeValue = Static<typeof KeyTypeSchema>
 
 /** How node:crypto names and builds the key; `secretBytes` marks a symmetric (HMAC) key. */
 export type NodeKeySpec =
@@ -140,5 +139,3 @@ export const DEFAULT_ALGORITHM: Partial<Record<KeyType, AlgorithmName>> = {
 export function algorithmsFor(keyType: KeyType): AlgorithmName[] {
   return ALGORITHM_LIST.filter((a) => a.keyTypes.includes(keyType)).map((a) => a.name)
 }
-
-export const isSymmetric = (algorithm: Algorithm) => algorithm.spec.kind === 'hmac'

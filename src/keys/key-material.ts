@@ -41,11 +41,6 @@ export class KeyMaterialError extends Error {
   }
 }
 
-function nodeKeyType(algorithm: Algorithm): string {
-  const spec = algorithm.spec
-  return spec.kind
-}
-
 export function generateMaterial(name: AlgorithmName): KeyMaterial {
   const algorithm = algorithmByName(name)
   const spec = algorithm.spec
@@ -58,7 +53,7 @@ export function generateMaterial(name: AlgorithmName): KeyMaterial {
       : spec.kind === 'ec'
         ? { namedCurve: spec.namedCurve }
         : {}
-  const { privateKey } = generate(nodeKeyType(algorithm), options) as { privateKey: KeyObject }
+  const { privateKey } = generate(spec.kind, options) as { privateKey: KeyObject }
   return fromPrivateKey(privateKey)
 }
 
@@ -302,8 +297,8 @@ function checkMatches(key: KeyObject, algorithm: Algorithm): void {
   const details = key.asymmetricKeyDetails ?? {}
   const mismatch = () =>
     new KeyMaterialError('algorithm_mismatch', `The key material is ${describe(key)}, not ${algorithm.name}`)
-  if (key.asymmetricKeyType !== nodeKeyType(algorithm)) {
-    // An RSA-PSS-restricted key is still RSA, but restricted keys cannot encrypt: refuse plainly.
+  if (key.asymmetricKeyType !== spec.kind) {
+    // An RSA-PSS-restricted key (type rsa-pss) lands here too: it can neither encrypt nor sign PKCS#1.
     throw mismatch()
   }
   if (spec.kind === 'rsa') {
@@ -380,7 +375,7 @@ export type PublicExport =
   | { format: 'JWK'; jwk: Record<string, unknown> }
   | { format: Exclude<PublicFormat, 'JWK'>; bytes: Buffer; text: string }
 
-export function publicKeyObject(spki: Buffer): KeyObject {
+function publicKeyObject(spki: Buffer): KeyObject {
   return createPublicKey({ key: spki, format: 'der', type: 'spki' })
 }
 

@@ -38,9 +38,8 @@ export interface KeyVersionRow {
 
 export type NewKeyRow = Omit<KeyRow, 'revoked_at' | 'scheduled_deletion_date' | 'destroyed_at'>
 
-/** Unique constraints the service turns into 409s. */
+/** The unique constraint the service turns into 409 key_name_taken. */
 export const KEY_NAME_CONSTRAINT = 'keys_tenant_name_key'
-export const ONE_DEFAULT_CONSTRAINT = 'keys_one_default_per_type'
 
 export async function insertKey(db: Queryable, row: NewKeyRow): Promise<KeyRow> {
   const [inserted] = await db<KeyRow[]>`INSERT INTO keys ${db(row)} RETURNING *`
