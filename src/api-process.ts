@@ -29,9 +29,10 @@ export async function startApiProcess(
     audit: services.audit,
     apiKeys: services.apiKeys,
     keys: services.keys,
+    crypto: services.crypto,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
-    entropySource: () => 'system-csprng',
+    entropySource: () => services.random.source(),
   })
   const url = await app.listen({ host: config.host, port: config.port })
   let stopping: Promise<void> | undefined

@@ -11,6 +11,8 @@ import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import type { ApiKeyService } from './auth/api-key-service.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
 import type { Authenticator } from './auth/authenticator.ts'
+import { cryptoRoutes } from './crypto/crypto-routes.ts'
+import type { CryptoService } from './crypto/crypto-service.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import type { KeyService } from './keys/key-service.ts'
@@ -27,6 +29,7 @@ export interface AppDeps {
   audit: AuditLog
   apiKeys: ApiKeyService
   keys: KeyService
+  crypto: CryptoService
   version: string
   bodyLimitBytes: number
   entropySource: () => string
@@ -92,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
       await api.register(auditRoutes(deps.sql))
       await api.register(keyRoutes(deps.keys))
+      await api.register(cryptoRoutes(deps.crypto))
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
     },
     { prefix: API_PREFIX },

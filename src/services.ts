@@ -4,7 +4,10 @@ import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import type { Config } from './config.ts'
+import { type CryptoService, createCryptoService } from './crypto/crypto-service.ts'
+import { createKeyObjectCache } from './crypto/key-object-cache.ts'
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
+import { createCsprngSource, type RandomSource } from './entropy/random-source.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
@@ -28,6 +31,8 @@ export interface Services {
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
+  random: RandomSource
+  crypto: CryptoService
   close(): Promise<void>
 }
 
@@ -57,6 +62,9 @@ export async function createServices(
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
   const cryptoPool = createCryptoPool()
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock })
+  const random = createCsprngSource()
+  const keyObjects = createKeyObjectCache({ sql, tenantKeks })
+  const crypto = createCryptoService({ sql, audit, keyObjects, random, clock })
 
   return {
     config,
@@ -72,6 +80,8 @@ export async function createServices(
     clock,
     cryptoPool,
     keys,
+    random,
+    crypto,
     async close() {
       await audit.flush()
       await cryptoPool.destroy()

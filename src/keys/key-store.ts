@@ -63,6 +63,17 @@ export async function getKey(
   return row
 }
 
+/** The tenant's default key of a type, if one is set. */
+export async function getDefaultKey(
+  db: Queryable,
+  tenantId: string,
+  keyType: string,
+): Promise<KeyRow | undefined> {
+  const [row] = await db<KeyRow[]>`
+    SELECT * FROM keys WHERE tenant_id = ${tenantId} AND key_type = ${keyType} AND is_default`
+  return row
+}
+
 export async function getKeyVersion(
   db: Queryable,
   tenantId: string,

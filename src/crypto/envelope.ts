@@ -1,0 +1,168 @@
+import {
+  constants,
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  decapsulate,
+  encapsulate,
+  type KeyObject,
+  privateDecrypt,
+  publicEncrypt,
+} from 'node:crypto'
+
+/**
+ * The envelope format of /encrypt and /decrypt, version 1 (docs/envelope-format.md is the
+ * normative description; keep the two in step).
+ *
+ * encapsulatedKey = header (22 bytes) || protected DEK
+ *   header = 0x01 (format version) || scheme (0x01 ML-KEM, 0x02 RSA-OAEP-SHA256)
+ *            || key id (16 bytes, the UUID) || key version (uint32 big-endian)
+ *   protected DEK = ML-KEM ciphertext, or the RSA-OAEP-SHA256 encryption of the 32-byte DEK
+ * DEK (ML-KEM) = HKDF-Expand-SHA256(PRK = shared secret, info = "kms/envelope/v1/dek" || header, 32)
+ *   (one HMAC: the ML-KEM shared secret is already uniform, RFC 5869 §3.3)
+ * AAD = "kms/envelope/v1" || header || context (UTF-8; empty when absent)
+ * ciphertext, tag = AES-256-GCM(DEK, nonce (12 bytes), AAD, plaintext)
+ */
+export const ENVELOPE_VERSION = 1
+export const HEADER_BYTES = 22
+export const NONCE_BYTES = 12
+export const TAG_BYTES = 16
+export const DEK_BYTES = 32
+
+export const SCHEME = { mlKem: 0x01, rsaOaep: 0x02 } as const
+export type Scheme = (typeof SCHEME)[keyof typeof SCHEME]
+
+const AAD_LABEL = Buffer.from('kms/envelope/v1')
+const DEK_INFO_LABEL = Buffer.from('kms/envelope/v1/dek')
+
+export interface EnvelopeHeader {
+  scheme: Scheme
+  keyId: string
+  keyVersion: number
+}
+
+export function encodeHeader(header: EnvelopeHeader): Buffer {
+  const out = Buffer.alloc(HEADER_BYTES)
+  out[0] = ENVELOPE_VERSION
+  out[1] = header.scheme
+  Buffer.from(header.keyId.replaceAll('-', ''), 'hex').copy(out, 2)
+  out.writeUInt32BE(header.keyVersion, 18)
+  return out
+}
+
+/** Undefined when the bytes are not a version-1 header this service could have written. */
+export function decodeHeader(bytes: Buffer): EnvelopeHeader | undefined {
+  if (bytes.length < HEADER_BYTES || bytes[0] !== ENVELOPE_VERSION) return undefined
+  const scheme = bytes[1]
+  if (scheme !== SCHEME.mlKem && scheme !== SCHEME.rsaOaep) return undefined
+  const hex = bytes.subarray(2, 18).toString('hex')
+  const keyId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+  const keyVersion = bytes.readUInt32BE(18)
+  if (keyVersion < 1) return undefined
+  return { scheme, keyId, keyVersion }
+}
+
+function aad(header: Buffer, context: Buffer): Buffer {
+  return Buffer.concat([AAD_LABEL, header, context])
+}
+
+function dekFromSharedSecret(sharedSecret: Buffer, header: Buffer): Buffer {
+  return createHmac('sha256', sharedSecret)
+    .update(DEK_INFO_LABEL)
+    .update(header)
+    .update(Buffer.of(0x01))
+    .digest()
+}
+
+const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' } as const
+
+export interface SealedEnvelope {
+  ciphertext: Buffer
+  encapsulatedKey: Buffer
+  nonce: Buffer
+  tag: Buffer
+}
+
+export interface SealInput {
+  header: EnvelopeHeader
+  publicKey: KeyObject
+  plaintext: Buffer
+  context: Buffer
+  /** Fresh random bytes: the nonce, and the DEK for RSA. */
+  random(length: number): Buffer
+}
+
+export function sealEnvelope(input: SealInput): SealedEnvelope {
+  const header = encodeHeader(input.header)
+  let dek: Buffer
+  let protectedDek: Buffer
+  if (input.header.scheme === SCHEME.mlKem) {
+    const { sharedKey, ciphertext } = encapsulate(input.publicKey)
+    dek = dekFromSharedSecret(sharedKey, header)
+    sharedKey.fill(0)
+    protectedDek = ciphertext
+  } else {
+    dek = input.random(DEK_BYTES)
+    protectedDek = publicEncrypt({ key: input.publicKey, ...OAEP }, dek)
+  }
+  const nonce = input.random(NONCE_BYTES)
+  try {
+    const cipher = createCipheriv('aes-256-gcm', dek, nonce)
+    cipher.setAAD(aad(header, input.context))
+    const ciphertext = Buffer.concat([cipher.update(input.plaintext), cipher.final()])
+    return {
+      ciphertext,
+      encapsulatedKey: Buffer.concat([header, protectedDek]),
+      nonce,
+      tag: cipher.getAuthTag(),
+    }
+  } finally {
+    dek.fill(0)
+  }
+}
+
+/** Any failure to open: deliberately one kind, whatever the cause. */
+export class EnvelopeError extends Error {
+  constructor() {
+    super('the envelope cannot be opened')
+  }
+}
+
+export interface OpenInput {
+  envelope: SealedEnvelope
+  privateKey: KeyObject
+  context: Buffer
+}
+
+export function openEnvelope(input: OpenInput): Buffer {
+  const { envelope } = input
+  const header = envelope.encapsulatedKey.subarray(0, HEADER_BYTES)
+  const parsed = decodeHeader(header)
+  if (!parsed || envelope.nonce.length !== NONCE_BYTES || envelope.tag.length !== TAG_BYTES) {
+    throw new EnvelopeError()
+  }
+  const protectedDek = envelope.encapsulatedKey.subarray(HEADER_BYTES)
+  let dek: Buffer
+  try {
+    if (parsed.scheme === SCHEME.mlKem) {
+      const sharedKey = decapsulate(input.privateKey, protectedDek)
+      dek = dekFromSharedSecret(sharedKey, header)
+      sharedKey.fill(0)
+    } else {
+      dek = privateDecrypt({ key: input.privateKey, ...OAEP }, protectedDek)
+      if (dek.length !== DEK_BYTES) throw new EnvelopeError()
+    }
+  } catch {
+    throw new EnvelopeError()
+  }
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', dek, envelope.nonce)
+    decipher.setAAD(aad(header, input.context))
+    decipher.setAuthTag(envelope.tag)
+    return Buffer.concat([decipher.update(envelope.ciphertext), decipher.final()])
+  } catch {
+    throw new EnvelopeError()
+  } finally {
+    dek.fill(0)
+  }
+}
