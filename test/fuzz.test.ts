@@ -140,7 +140,14 @@ interface Operation {
   pathParams: { name: string; schema: JsonSchema }[]
   query: { name: string; required: boolean; schema: JsonSchema }[]
   body: JsonSchema | undefined
+  /** The route's own body limit (`x-body-limit-bytes` on its body schema), if it has one. */
+  bodyLimit: number | undefined
   isPublic: boolean
+}
+
+function bodyLimitOf(schema: JsonSchema | undefined): number | undefined {
+  const limit = (schema as Record<string, unknown> | undefined)?.['x-body-limit-bytes']
+  return typeof limit === 'number' ? limit : undefined
 }
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']
@@ -191,6 +198,7 @@ function discoverOperations(doc: OpenApiDocument): Operation[] {
           .filter((p) => p.in === 'query')
           .map((p) => ({ name: p.name, required: p.required === true, schema: deref(doc, p.schema) })),
         body: json ? deref(doc, json.schema) : undefined,
+        bodyLimit: bodyLimitOf(json ? deref(doc, json.schema) : undefined),
         isPublic: Array.isArray(security) && security.length === 0,
       })
     }
@@ -1005,14 +1013,18 @@ class CaseFactory {
     return JSON.stringify(base)
   }
 
-  private oversized(base: Record<string, unknown>, extra: number): () => string {
-    const size = this.bodyLimit + extra
+  private limitOf(op: Operation): number {
+    return op.bodyLimit ?? this.bodyLimit
+  }
+
+  private oversized(op: Operation, base: Record<string, unknown>, extra: number): () => string {
+    const size = this.limitOf(op) + extra
     return () =>
       `${JSON.stringify(base).slice(0, -1)}${Object.keys(base).length > 0 ? ',' : ''}"fuzzPadding":"${'p'.repeat(size)}"}`
   }
 
-  private tooLarge(): Expectation {
-    return { status: 413, error: 'payload_too_large', why: `a body above the ${this.bodyLimit}-byte limit` }
+  private tooLarge(op: Operation): Expectation {
+    return { status: 413, error: 'payload_too_large', why: `a body above the ${this.limitOf(op)}-byte limit` }
   }
 
   private unsupported(ct: string): Expectation {
@@ -1097,11 +1109,11 @@ class CaseFactory {
       this.bodyCase(op, 'content-type-params', text, 'full', { headers: { 'content-type': ct } })
     }
     for (const extra of [1, 1024 * 1024]) {
-      this.bodyCase(op, 'oversized-body', this.oversized(base, extra), 'full', {
-        expectWithFullKey: this.tooLarge(),
+      this.bodyCase(op, 'oversized-body', this.oversized(op, base, extra), 'full', {
+        expectWithFullKey: this.tooLarge(op),
       })
     }
-    this.bodyCase(op, 'oversized-body', this.oversized(base, 1), 'none')
+    this.bodyCase(op, 'oversized-body', this.oversized(op, base, 1), 'none')
     this.bodyCase(op, 'valid-body', text, 'full')
   }
 
@@ -1205,8 +1217,8 @@ class CaseFactory {
         return
       }
       case 10:
-        this.bodyCase(op, 'oversized-body', this.oversized(base, rng.pick([1, 4096, 300_000])), keyKind, {
-          expectWithFullKey: this.tooLarge(),
+        this.bodyCase(op, 'oversized-body', this.oversized(op, base, rng.pick([1, 4096, 300_000])), keyKind, {
+          expectWithFullKey: this.tooLarge(op),
         })
         return
       default: {

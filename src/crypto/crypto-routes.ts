@@ -6,7 +6,10 @@ import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import type { CryptoService } from './crypto-service.ts'
 
 const TAGS = ['Cryptographic operations']
-/** Spec 8: encrypt requests carry up to 10 MB. */
+/**
+ * Spec 8: encrypt requests carry up to 10 MB. Body schemas announce a route's own limit as
+ * `x-body-limit-bytes` in the OpenAPI document (the default limit applies elsewhere).
+ */
 export const CRYPTO_BODY_LIMIT_BYTES = 10 * 1024 * 1024
 
 const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES) =>
@@ -36,7 +39,7 @@ const EncryptBody = Type.Object(
     plaintext: Base64('Data to encrypt, Base64'),
     context: Context,
   },
-  { additionalProperties: false },
+  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
 )
 
 const EnvelopeFields = {
@@ -67,7 +70,7 @@ const DecryptBody = Type.Object(
     tag: Base64('From the encrypt response', 64),
     context: Context,
   },
-  { additionalProperties: false },
+  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
 )
 
 const DecryptResponse = Type.Object({

@@ -131,7 +131,7 @@ export function createCryptoService(deps: {
         throw await refuse(input.keyId ?? null, null)
       }
       const row = await getKey(sql, actor.tenantId, header.keyId)
-      if (!row || row.key_type !== 'Encryption' || header.keyVersion > row.current_version) {
+      if (row?.key_type !== 'Encryption' || header.keyVersion > row.current_version) {
         throw await refuse(header.keyId, header.keyVersion)
       }
       requireState(
