@@ -28,6 +28,7 @@ export const HEADER_BYTES = 22
 export const NONCE_BYTES = 12
 export const TAG_BYTES = 16
 export const DEK_BYTES = 32
+export const MAX_KEY_VERSION = 2_147_483_647
 
 export const SCHEME = { mlKem: 0x01, rsaOaep: 0x02 } as const
 export type Scheme = (typeof SCHEME)[keyof typeof SCHEME]
@@ -58,7 +59,8 @@ export function decodeHeader(bytes: Buffer): EnvelopeHeader | undefined {
   const hex = bytes.subarray(2, 18).toString('hex')
   const keyId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
   const keyVersion = bytes.readUInt32BE(18)
-  if (keyVersion < 1) return undefined
+  // Versions are PostgreSQL integers: 1 to 2^31 - 1.
+  if (keyVersion < 1 || keyVersion > MAX_KEY_VERSION) return undefined
   return { scheme, keyId, keyVersion }
 }
 
