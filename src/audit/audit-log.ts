@@ -9,6 +9,11 @@ export class AuditUnavailableError extends AppError {
   }
 }
 
+function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'))
+}
+
 export interface AuditLog {
   /**
    * Resolves once the record is durable. Records arriving while a write is in flight are
@@ -51,6 +56,13 @@ export function createAuditLog(deps: {
       ])
       for (const p of batch) p.resolve()
     } catch (err) {
+      clearTimeout(timer)
+      // A record the database refuses (SQLSTATE class 22/23) must not take the rest of the batch,
+      // other tenants' operations included, down with it: write them one by one.
+      if (batch.length > 1 && isDataError(err)) {
+        for (const p of batch) await writeBatch([p])
+        return
+      }
       deps.logger.error(
         { err: { message: (err as Error).message }, records: batch.length },
         'audit write failed',

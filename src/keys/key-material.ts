@@ -11,6 +11,7 @@ import {
   timingSafeEqual,
   verify,
 } from 'node:crypto'
+import { isStrictBase64 } from '../platform/base64.ts'
 import { type Algorithm, type AlgorithmName, algorithmByName } from './algorithms.ts'
 
 /**
@@ -76,11 +77,9 @@ export interface ImportRequest {
   password?: string | undefined
 }
 
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
-
 function decodeBase64(text: string, what: string): Buffer {
   const compact = text.replace(/\s+/g, '')
-  if (compact.length === 0 || !BASE64.test(compact)) {
+  if (compact.length === 0 || !isStrictBase64(compact)) {
     throw new KeyMaterialError('invalid_key_material', `${what} must be standard Base64`)
   }
   return Buffer.from(compact, 'base64')
