@@ -83,6 +83,36 @@ describe('audit log', () => {
   })
   after(async () => svc?.stop())
 
+  test('a record the database refuses fails alone, not the batch it was written with', async () => {
+    const audit = svc.api.services.audit
+    const good = (n: number): AuditEntry => ({
+      tenantId: owner.tenantId,
+      actor: 'test',
+      action: 'test.batch_isolation',
+      resource: `batch:${n}`,
+      outcome: 'success',
+    })
+    // A key version outside PostgreSQL's integer range: the insert of this record must fail.
+    const bad: AuditEntry = { ...good(0), resource: 'batch:bad', keyVersion: 2 ** 31 }
+    const results = await Promise.allSettled([
+      audit.record(good(1)),
+      audit.record(bad),
+      audit.record(good(2)),
+    ])
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    )
+    const rejected = results[1] as PromiseRejectedResult
+    assert.ok(rejected.reason instanceof AppError && rejected.reason.code === 'audit_unavailable')
+    const rows = await svc.sql<{ resource: string }[]>`
+      SELECT resource FROM audit_log WHERE action = 'test.batch_isolation' ORDER BY resource`
+    assert.deepEqual(
+      rows.map((r) => r.resource),
+      ['batch:1', 'batch:2'],
+    )
+  })
+
   describe('records of state changes', () => {
     test('creating an API key writes exactly one complete record', async () => {
       const from = await lastId(svc)
