@@ -3,7 +3,13 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
-import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
+import {
+  type AuditView,
+  type HttpResult,
+  startTestService,
+  type TenantWithKey,
+  type TestService,
+} from './helpers/service.ts'
 
 /**
  * POST /api/v1/encrypt and /decrypt over real HTTP (docs/envelope-format.md): round trips for
@@ -32,15 +38,6 @@ interface Envelope {
 
 type EnvelopeField = 'ciphertext' | 'encapsulatedKey' | 'nonce' | 'tag'
 const ENVELOPE_FIELDS: readonly EnvelopeField[] = ['ciphertext', 'encapsulatedKey', 'nonce', 'tag']
-
-interface AuditView {
-  actor: string
-  action: string
-  resource: string | null
-  keyVersion: number | null
-  outcome: string
-  details: Record<string, unknown> | null
-}
 
 /** Scheme byte and protected-DEK length of each algorithm (docs/envelope-format.md). */
 const ALGORITHMS = [

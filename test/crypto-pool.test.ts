@@ -27,31 +27,3 @@ test('key pairs are generated in the worker pool; HMAC secrets are not', async (
   assert.equal(hmac.status, 201, hmac.text)
   assert.equal(pool.completedTasks(), before + 1, 'an HMAC secret needs no worker thread')
 })
-
-test('the API keeps answering while an RSA-4096 key is generated', async () => {
-  let createdAt = 0
-  const creating = svc
-    .request('POST', '/api/v1/keys', {
-      key: tenant.key,
-      body: { name: 'slow-rsa', keyType: 'Signing', algorithm: 'RSA-4096' },
-    })
-    .then((response) => {
-      createdAt = performance.now()
-      return response
-    })
-  // Sequential requests issued after the generation started: on a blocked event loop none of
-  // them could be answered before the generation ends and the key is created.
-  await new Promise((resolve) => setTimeout(resolve, 20))
-  const answeredAt: number[] = []
-  for (let i = 0; i < 3; i++) {
-    const health = await svc.request('GET', '/api/v1/tenant', { key: tenant.key })
-    assert.equal(health.status, 200)
-    answeredAt.push(performance.now())
-  }
-  const created = await creating
-  assert.equal(created.status, 201, created.text)
-  assert.ok(
-    answeredAt.every((t) => t < createdAt),
-    'every request issued during the generation was answered before it finished',
-  )
-})

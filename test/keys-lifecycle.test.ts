@@ -3,7 +3,13 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
-import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
+import {
+  type AuditView,
+  type HttpResult,
+  startTestService,
+  type TenantWithKey,
+  type TestService,
+} from './helpers/service.ts'
 
 /**
  * docs/keys.md "Lifecycle" and "Versions" over real HTTP: every transition of spec section 3,
@@ -33,15 +39,6 @@ interface KeyBody {
   expiresAt: string | null
   lastRotatedAt: string | null
   scheduledDeletionDate: string | null
-}
-
-interface AuditView {
-  actor: string
-  action: string
-  resource: string | null
-  keyVersion: number | null
-  outcome: string
-  details: Record<string, unknown> | null
 }
 
 interface VersionRow {

@@ -2,7 +2,7 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
 import type { KeyType } from '../keys/algorithms.ts'
-import { keyState, requireState } from '../keys/key-state.ts'
+import { DECRYPT_STATES, ENCRYPT_STATES, keyState, requireState } from '../keys/key-state.ts'
 import { getDefaultKey, getKey, type KeyRow } from '../keys/key-store.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
@@ -80,7 +80,7 @@ export function createCryptoService(deps: {
   return {
     async encrypt(actor, input) {
       const row = await resolveKey(actor.tenantId, input.keyId, 'Encryption')
-      requireState(keyState(row, deps.clock.now()), ['Active'], 'encrypt')
+      requireState(keyState(row, deps.clock.now()), ENCRYPT_STATES, 'encrypt')
       const version = row.current_version
       const opened = await deps.keyObjects.get(actor.tenantId, row.id, version)
       if (!opened?.publicKey)
@@ -134,11 +134,7 @@ export function createCryptoService(deps: {
       if (row?.key_type !== 'Encryption' || header.keyVersion > row.current_version) {
         throw await refuse(header.keyId, header.keyVersion)
       }
-      requireState(
-        keyState(row, deps.clock.now()),
-        ['Active', 'Expired', 'Revoked', 'Pending Deletion'],
-        'decrypt',
-      )
+      requireState(keyState(row, deps.clock.now()), DECRYPT_STATES, 'decrypt')
       const opened = await deps.keyObjects.get(actor.tenantId, row.id, header.keyVersion)
       if (!opened) throw await refuse(row.id, header.keyVersion)
       let plaintext: Buffer

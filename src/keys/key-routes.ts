@@ -82,10 +82,10 @@ function decodeCursor(text: string, sort: KeySort, descending: boolean): KeyList
 
 type IncludeField = (typeof PUBLIC_INCLUDE_FIELDS)[number]
 
-function includedFields(include: string | undefined, key: KeyView): Partial<Pick<KeyView, IncludeField>> {
-  if (!include) return {}
+/** The record fields `include` names, checked before any work is done. */
+function parseInclude(include: string | undefined): readonly IncludeField[] {
+  if (!include) return []
   const requested = include.split(',').filter((f) => f !== '')
-  const everything = requested.some((f) => f === 'metadata' || f === 'all')
   const unknown = requested.filter(
     (f) => f !== 'metadata' && f !== 'all' && !(PUBLIC_INCLUDE_FIELDS as readonly string[]).includes(f),
   )
@@ -95,8 +95,8 @@ function includedFields(include: string | undefined, key: KeyView): Partial<Pick
       allowedFields: [...PUBLIC_INCLUDE_FIELDS, 'metadata', 'all'],
     })
   }
-  const fields = everything ? PUBLIC_INCLUDE_FIELDS : (requested as IncludeField[])
-  return Object.fromEntries(fields.map((f) => [f, key[f]]))
+  if (requested.some((f) => f === 'metadata' || f === 'all')) return PUBLIC_INCLUDE_FIELDS
+  return requested as IncludeField[]
 }
 
 /** A file name from the key name, safe in a header; the id when nothing printable is left. */
@@ -307,6 +307,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const { format, include, version } = request.query
+        const fields = parseInclude(include)
         const result = await keys.exportPublic(actorOf(request), request.params.keyId, format, version)
         const { exported } = result
         if (exported.format === 'JWK') return exported.jwk as Static<typeof JwkSchema>
@@ -315,7 +316,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
           algorithm: result.key.algorithm,
           version: result.version,
           format: exported.format as 'PEM' | 'DER' | 'RAW',
-          ...includedFields(include, result.key),
+          ...Object.fromEntries(fields.map((f) => [f, result.key[f]])),
         }
       },
     )

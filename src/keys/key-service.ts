@@ -146,6 +146,13 @@ export interface KeyVersionView {
   isCurrent: boolean
 }
 
+/** A key as read for an operation, with its state at the time `now` it was read. */
+interface LoadedKey {
+  row: KeyRow
+  state: KeyState
+  now: Date
+}
+
 export const EXPIRY_ALERT_DAYS = 30
 export const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
@@ -229,15 +236,16 @@ export function createKeyService(deps: {
     return error
   }
 
-  /** A loaded key with its state at `now`; a key found past its deletion date is destroyed first. */
-  async function load(actor: Actor, id: string, now: Date): Promise<{ row: KeyRow; state: KeyState }> {
+  /** A key with its state now; a key found past its deletion date is destroyed first. */
+  async function load(actor: Actor, id: string): Promise<LoadedKey> {
+    const now = clock.now()
     let row = await getKey(sql, actor.tenantId, id)
     if (!row) throw keyNotFound()
     if (!row.destroyed_at && keyState(row, now) === 'Destroyed') {
       await destroy(actor.tenantId, actor.requestId, now, id)
       row = (await getKey(sql, actor.tenantId, id)) ?? row
     }
-    return { row, state: keyState(row, now) }
+    return { row, state: keyState(row, now), now }
   }
 
   async function destroy(tenantId: string | null, requestId: string | null, now: Date, keyId?: string) {
@@ -337,20 +345,23 @@ export function createKeyService(deps: {
       : deps.pool.generateKey(algorithm.name)
   }
 
-  /** Runs a lifecycle change on the locked row, with its audit record, in one transaction. */
+  /**
+   * Runs a lifecycle change on the loaded key, re-read under a row lock, with its audit record,
+   * in one transaction. The change sees the state at the time the key was loaded.
+   */
   async function transition(
     actor: Actor,
-    id: string,
+    loaded: LoadedKey,
     action: string,
     change: (row: KeyRow, state: KeyState, tx: Queryable, now: Date) => Promise<KeyChanges | null>,
-    options: { lockDefaultOf?: string; details?: Record<string, string | number | boolean | null> } = {},
+    options: { lockDefaultSlot?: boolean; details?: Record<string, string | number | boolean | null> } = {},
   ): Promise<KeyView> {
-    const now = clock.now()
-    await load(actor, id, now)
+    const { now } = loaded
+    const { id, key_type: keyType } = loaded.row
     try {
       const row = await sql.begin(async (tx) => {
         // The default-slot lock comes before the row lock, always, so the two never deadlock.
-        if (options.lockDefaultOf) await lockDefaultSlot(tx, actor.tenantId, options.lockDefaultOf)
+        if (options.lockDefaultSlot) await lockDefaultSlot(tx, actor.tenantId, keyType)
         const locked = await getKey(tx, actor.tenantId, id, 'for update')
         if (!locked) throw keyNotFound()
         const changes = await change(locked, keyState(locked, now), tx, now)
@@ -400,8 +411,8 @@ export function createKeyService(deps: {
     },
 
     async get(actor, id) {
-      const now = clock.now()
-      return toKeyView((await load(actor, id, now)).row, now)
+      const { row, now } = await load(actor, id)
+      return toKeyView(row, now)
     },
 
     async list(actor, request) {
@@ -442,13 +453,12 @@ export function createKeyService(deps: {
     },
 
     async update(actor, id, patch) {
-      const { row } = await load(actor, id, clock.now())
       const fields = Object.entries(patch)
         .filter(([, value]) => value !== undefined)
         .map(([field]) => field)
       return transition(
         actor,
-        id,
+        await load(actor, id),
         'keys.update',
         async (locked, state, tx, now) => {
           requireState(state, ['Active', 'Expired', 'Revoked', 'Pending Deletion'], 'change its attributes')
@@ -471,19 +481,18 @@ export function createKeyService(deps: {
           return changes
         },
         {
-          ...(patch.isDefault !== undefined ? { lockDefaultOf: row.key_type } : {}),
+          lockDefaultSlot: patch.isDefault !== undefined,
           details: { fields: fields.join(',') },
         },
       )
     },
 
     async rotate(actor, id) {
-      const { row, state } = await load(actor, id, clock.now())
-      requireState(state, ['Active'], 'rotate')
-      const algorithm = algorithmByName(row.algorithm as AlgorithmName)
-      const material = await generate(algorithm)
+      const loaded = await load(actor, id)
+      requireState(loaded.state, ['Active'], 'rotate')
+      const material = await generate(algorithmByName(loaded.row.algorithm as AlgorithmName))
       try {
-        return await transition(actor, id, 'keys.rotate', async (locked, lockedState, tx, now) => {
+        return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {
           requireState(lockedState, ['Active'], 'rotate')
           const version = locked.current_version + 1
           const sealed = await deps.tenantKeks.seal(
@@ -508,16 +517,16 @@ export function createKeyService(deps: {
       }
     },
 
-    revoke: (actor, id) =>
-      transition(actor, id, 'keys.revoke', async (_row, state, _tx, now) => {
+    revoke: async (actor, id) =>
+      transition(actor, await load(actor, id), 'keys.revoke', async (_row, state, _tx, now) => {
         requireState(state, ['Active'], 'revoke')
         return { revoked_at: now, updated_at: now }
       }),
 
-    scheduleDeletion: (actor, id, windowDays) =>
+    scheduleDeletion: async (actor, id, windowDays) =>
       transition(
         actor,
-        id,
+        await load(actor, id),
         'keys.schedule_deletion',
         async (_row, state, _tx, now) => {
           requireState(state, ['Active', 'Expired', 'Revoked'], 'schedule its deletion')
@@ -526,15 +535,14 @@ export function createKeyService(deps: {
         { details: { windowDays } },
       ),
 
-    cancelDeletion: (actor, id) =>
-      transition(actor, id, 'keys.cancel_deletion', async (_row, state, _tx, now) => {
+    cancelDeletion: async (actor, id) =>
+      transition(actor, await load(actor, id), 'keys.cancel_deletion', async (_row, state, _tx, now) => {
         requireState(state, ['Pending Deletion'], 'cancel its deletion')
         return { scheduled_deletion_date: null, updated_at: now }
       }),
 
     async versions(actor, id) {
-      const now = clock.now()
-      const { row, state } = await load(actor, id, now)
+      const { row, state } = await load(actor, id)
       const versions = await listKeyVersions(sql, actor.tenantId, id)
       return {
         data: versions.map((v) => ({
@@ -547,8 +555,7 @@ export function createKeyService(deps: {
     },
 
     async exportPublic(actor, id, format, requestedVersion) {
-      const now = clock.now()
-      const { row, state } = await load(actor, id, now)
+      const { row, state, now } = await load(actor, id)
       const algorithm = algorithmByName(row.algorithm as AlgorithmName)
       if (algorithm.spec.kind === 'hmac') {
         throw new AppError(409, 'no_public_key', 'HMAC keys are symmetric and have no public key')
@@ -563,8 +570,7 @@ export function createKeyService(deps: {
     },
 
     async exportPrivate(actor, id, request) {
-      const now = clock.now()
-      const { row, state } = await load(actor, id, now)
+      const { row, state, now } = await load(actor, id)
       const refuse = async (error: AppError) => {
         await audit.record({
           ...actor,

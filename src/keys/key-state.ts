@@ -27,9 +27,9 @@ export function keyState(key: LifecycleFields, now: Date): KeyState {
   return 'Active'
 }
 
-/** Spec section 3's capability table (decrypt also covers verify and unwrap). */
-export const canEncrypt = (state: KeyState) => state === 'Active'
-export const canDecrypt = (state: KeyState) => state !== 'Destroyed'
+/** Spec section 3's capability table: states that may encrypt (sign, wrap), and decrypt (verify, unwrap). */
+export const ENCRYPT_STATES: readonly KeyState[] = ['Active']
+export const DECRYPT_STATES: readonly KeyState[] = ['Active', 'Expired', 'Revoked', 'Pending Deletion']
 
 export function stateConflict(state: KeyState, operation: string): AppError {
   return new AppError(409, 'key_state_conflict', `A key in state ${state} cannot be used to ${operation}`, {

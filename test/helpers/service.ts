@@ -69,6 +69,16 @@ export interface TenantWithKey {
   key: string
 }
 
+/** One record as GET /api/v1/audit returns it. */
+export interface AuditView {
+  actor: string
+  action: string
+  resource: string | null
+  keyVersion: number | null
+  outcome: string
+  details: Record<string, unknown> | null
+}
+
 export interface HttpResult {
   status: number
   headers: Headers
