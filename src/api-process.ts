@@ -30,9 +30,11 @@ export async function startApiProcess(
     apiKeys: services.apiKeys,
     keys: services.keys,
     crypto: services.crypto,
+    signing: services.signing,
+    batches: services.batches,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
-    entropySource: () => services.random.source(),
+    entropyStatus: () => services.random.status(),
   })
   const url = await app.listen({ host: config.host, port: config.port })
   let stopping: Promise<void> | undefined

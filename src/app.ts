@@ -11,9 +11,16 @@ import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import type { ApiKeyService } from './auth/api-key-service.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
 import type { Authenticator } from './auth/authenticator.ts'
+import { batchRoutes } from './crypto/batch-routes.ts'
+import type { BatchService } from './crypto/batch-service.ts'
 import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import type { CryptoService } from './crypto/crypto-service.ts'
+import { dataKeyRoutes } from './crypto/data-key-routes.ts'
+import { signingRoutes } from './crypto/signing-routes.ts'
+import type { SigningService } from './crypto/signing-service.ts'
+import type { EntropyStatus } from './entropy/entropy-chain.ts'
 import { healthRoutes } from './health/health-routes.ts'
+import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import type { KeyService } from './keys/key-service.ts'
 import type { Sql } from './platform/database.ts'
@@ -30,9 +37,11 @@ export interface AppDeps {
   apiKeys: ApiKeyService
   keys: KeyService
   crypto: CryptoService
+  signing: SigningService
+  batches: BatchService
   version: string
   bodyLimitBytes: number
-  entropySource: () => string
+  entropyStatus: () => EntropyStatus
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -87,6 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' })
 
   registerAuthentication(app, { authenticator: deps.authenticator, audit: deps.audit })
+  await app.register(metricsRoutes(deps))
 
   await app.register(
     async (api) => {
@@ -96,6 +106,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(auditRoutes(deps.sql))
       await api.register(keyRoutes(deps.keys))
       await api.register(cryptoRoutes(deps.crypto))
+      await api.register(batchRoutes(deps.batches))
+      await api.register(signingRoutes(deps.signing))
+      await api.register(dataKeyRoutes(deps.crypto))
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
     },
     { prefix: API_PREFIX },

@@ -1,5 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
+import { Credential } from './entropy/credential.ts'
+import { ENTROPY_PROTOCOLS, type EntropyProtocol } from './entropy/entropy-client.ts'
 
 /** Everything the service reads from its environment, parsed once at start. */
 export interface Config {
@@ -24,6 +26,24 @@ export interface Config {
   bodyLimitBytes: number
   bootstrap: boolean
   shutdownGraceMs: number
+  /** The quantum entropy chain (docs/entropy.md); no source configured means the CSPRNG alone. */
+  entropy: EntropyConfig
+}
+
+export interface EntropySourceConfig {
+  url: string
+  protocol: EntropyProtocol
+  credential: Credential
+}
+
+export interface EntropyConfig {
+  primary: EntropySourceConfig | undefined
+  secondary: EntropySourceConfig | undefined
+  timeoutMs: number
+  poolBytes: number
+  refillIntervalMs: number
+  retryMs: number
+  retryMaxMs: number
 }
 
 export class ConfigError extends Error {}
@@ -53,6 +73,85 @@ function list(raw: string | undefined): string[] {
     .filter((s) => s.length > 0)
 }
 
+/**
+ * One remote source from KMS_ENTROPY_<ROLE>_{URL,PROTOCOL,CREDENTIAL}. Messages never echo the
+ * URL or the credential: either could hold a secret.
+ */
+function entropySource(
+  env: NodeJS.ProcessEnv,
+  role: 'PRIMARY' | 'SECONDARY',
+): EntropySourceConfig | undefined {
+  const names = {
+    url: `KMS_ENTROPY_${role}_URL`,
+    protocol: `KMS_ENTROPY_${role}_PROTOCOL`,
+    credential: `KMS_ENTROPY_${role}_CREDENTIAL`,
+  }
+  const rawUrl = env[names.url] || undefined
+  const protocol = env[names.protocol] || undefined
+  const credential = env[names.credential] || undefined
+  if (rawUrl === undefined) {
+    if (protocol !== undefined || credential !== undefined) {
+      throw new ConfigError(`${names.protocol} and ${names.credential} need ${names.url}`)
+    }
+    return undefined
+  }
+  let url: URL
+  try {
+    url = new URL(rawUrl)
+  } catch {
+    throw new ConfigError(`${names.url} must be an absolute http:// or https:// URL`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`${names.url} must be an http:// or https:// URL, got scheme "${url.protocol}"`)
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw new ConfigError(
+      `${names.url} must not contain a user or password; put the secret in ${names.credential}`,
+    )
+  }
+  if (url.search !== '' || url.hash !== '') {
+    throw new ConfigError(`${names.url} must not have a query or fragment (the protocol adds its own query)`)
+  }
+  if (!ENTROPY_PROTOCOLS.includes(protocol as EntropyProtocol)) {
+    throw new ConfigError(
+      `${names.protocol} must be one of ${ENTROPY_PROTOCOLS.join(', ')}, got "${protocol ?? ''}"`,
+    )
+  }
+  if (credential === undefined) {
+    throw new ConfigError(`${names.credential} is required (the AQN x-api-key or the Qrypt bearer token)`)
+  }
+  // Goes into a request header verbatim: no spaces, control characters or non-ASCII.
+  if (!/^[\x21-\x7e]+$/.test(credential)) {
+    throw new ConfigError(`${names.credential} must be printable ASCII without spaces`)
+  }
+  return { url: url.href, protocol: protocol as EntropyProtocol, credential: new Credential(credential) }
+}
+
+function entropyConfig(env: NodeJS.ProcessEnv): EntropyConfig {
+  const primary = entropySource(env, 'PRIMARY')
+  const secondary = entropySource(env, 'SECONDARY')
+  if (secondary && !primary) {
+    throw new ConfigError('KMS_ENTROPY_SECONDARY_URL is set but KMS_ENTROPY_PRIMARY_URL is not')
+  }
+  const retryMs = integer(env, 'KMS_ENTROPY_RETRY_MS', 5000, 10, 3_600_000)
+  const retryMaxMs = integer(env, 'KMS_ENTROPY_RETRY_MAX_MS', 60_000, 10, 3_600_000)
+  if (retryMaxMs < retryMs) {
+    throw new ConfigError(
+      `KMS_ENTROPY_RETRY_MAX_MS (${retryMaxMs}) must be at least KMS_ENTROPY_RETRY_MS (${retryMs})`,
+    )
+  }
+  return {
+    primary,
+    secondary,
+    timeoutMs: integer(env, 'KMS_ENTROPY_TIMEOUT_MS', 2000, 50, 60_000),
+    // At least two Qrypt blocks, so that a pool below half can always take one.
+    poolBytes: integer(env, 'KMS_ENTROPY_POOL_BYTES', 32 * 1024, 2048, 1024 * 1024),
+    refillIntervalMs: integer(env, 'KMS_ENTROPY_REFILL_INTERVAL_MS', 1000, 10, 600_000),
+    retryMs,
+    retryMaxMs,
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const production = env['NODE_ENV'] === 'production'
   return {
@@ -74,5 +173,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: integer(env, 'KMS_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     bootstrap: flag(env, 'KMS_BOOTSTRAP', true),
     shutdownGraceMs: integer(env, 'KMS_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    entropy: entropyConfig(env),
   }
 }

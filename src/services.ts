@@ -4,10 +4,14 @@ import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import type { Config } from './config.ts'
+import { type BatchService, createBatchService } from './crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from './crypto/crypto-service.ts'
 import { createKeyObjectCache } from './crypto/key-object-cache.ts'
+import { createKeyResolver } from './crypto/key-resolver.ts'
+import { createSigningService, type SigningService } from './crypto/signing-service.ts'
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
-import { createCsprngSource, type RandomSource } from './entropy/random-source.ts'
+import type { EntropyChain } from './entropy/entropy-chain.ts'
+import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
@@ -31,8 +35,10 @@ export interface Services {
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
-  random: RandomSource
+  random: EntropyChain
   crypto: CryptoService
+  signing: SigningService
+  batches: BatchService
   close(): Promise<void>
 }
 
@@ -62,9 +68,12 @@ export async function createServices(
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
   const cryptoPool = createCryptoPool()
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock })
-  const random = createCsprngSource()
+  const random = createEntropyChainFromConfig(config.entropy, logger.child({ component: 'entropy' }))
   const keyObjects = createKeyObjectCache({ sql, tenantKeks })
-  const crypto = createCryptoService({ sql, audit, keyObjects, random, clock })
+  const keyResolver = createKeyResolver({ sql, keyObjects, clock })
+  const crypto = createCryptoService({ audit, keys: keyResolver, random })
+  const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
+  const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
 
   return {
     config,
@@ -82,7 +91,10 @@ export async function createServices(
     keys,
     random,
     crypto,
+    signing,
+    batches,
     async close() {
+      random.close()
       await audit.flush()
       await cryptoPool.destroy()
       await bus.close()

@@ -1,4 +1,15 @@
-import type { AlgorithmName } from '../keys/algorithms.ts'
+import type { KeyObject } from 'node:crypto'
+import { toCompact } from '../crypto/envelope.ts'
+import {
+  type OpenItem,
+  openMany,
+  type PackedBuffers,
+  packBuffers,
+  type SealItem,
+  sealMany,
+} from '../crypto/envelope-batch.ts'
+import { createSignature, type SignatureOptions, verifySignature } from '../crypto/signing.ts'
+import type { AlgorithmName, NodeKeySpec } from '../keys/algorithms.ts'
 import {
   generateMaterial,
   type ImportRequest,
@@ -8,24 +19,78 @@ import {
 
 /**
  * The work the crypto pool does, shared by the worker (which runs it) and the pool (which types
- * it). Results cross the thread boundary by structured clone, so errors travel as data: a
- * thrown error would lose its code.
+ * it). Inputs and results cross the thread boundary by structured clone (KeyObjects included),
+ * so errors travel as data: a thrown error would lose its code.
  */
 export type CryptoTask =
   | { kind: 'generateKey'; algorithm: AlgorithmName }
   | { kind: 'importKey'; request: ImportRequest }
+  | {
+      kind: 'sign'
+      spec: NodeKeySpec
+      key: KeyObject
+      message: Uint8Array
+      options: SignatureOptions
+      /** Random bytes the scheme may need (a PSS salt), drawn on the main thread. */
+      random: Uint8Array
+    }
+  | {
+      kind: 'verify'
+      spec: NodeKeySpec
+      key: KeyObject
+      message: Uint8Array
+      signature: Uint8Array
+      options: SignatureOptions
+    }
+  | { kind: 'sealMany'; keys: KeyObject[]; items: SealItem[] }
+  | { kind: 'openMany'; keys: KeyObject[]; items: OpenItem[] }
 
 export type MaterialResult =
   | { ok: true; secret: Uint8Array; publicKey: Uint8Array | null }
   | { ok: false; code: string; message: string }
 
-export function runTask(task: CryptoTask): MaterialResult {
-  try {
-    const material =
-      task.kind === 'generateKey' ? generateMaterial(task.algorithm) : importMaterial(task.request)
-    return { ok: true, secret: material.secret, publicKey: material.publicKey }
-  } catch (error) {
-    if (error instanceof KeyMaterialError) return { ok: false, code: error.code, message: error.message }
-    throw error
+export type TaskResult =
+  | MaterialResult
+  | { ok: true; signature: Uint8Array }
+  | { ok: true; valid: boolean }
+  /** sealMany: compact envelopes; openMany: plaintexts, -1 for items that failed. */
+  | ({ ok: true } & PackedBuffers)
+
+const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+export function runTask(task: CryptoTask): TaskResult {
+  switch (task.kind) {
+    case 'generateKey':
+    case 'importKey':
+      try {
+        const material =
+          task.kind === 'generateKey' ? generateMaterial(task.algorithm) : importMaterial(task.request)
+        return { ok: true, secret: material.secret, publicKey: material.publicKey }
+      } catch (error) {
+        if (error instanceof KeyMaterialError) return { ok: false, code: error.code, message: error.message }
+        throw error
+      }
+    case 'sign': {
+      const random = asBuffer(task.random)
+      const signature = createSignature(task.spec, task.key, asBuffer(task.message), task.options, (length) =>
+        random.subarray(0, length),
+      )
+      return { ok: true, signature }
+    }
+    case 'verify':
+      return {
+        ok: true,
+        valid: verifySignature(
+          task.spec,
+          task.key,
+          asBuffer(task.message),
+          asBuffer(task.signature),
+          task.options,
+        ),
+      }
+    case 'sealMany':
+      return { ok: true, ...packBuffers(sealMany(task.keys, task.items).map(toCompact)) }
+    case 'openMany':
+      return { ok: true, ...packBuffers(openMany(task.keys, task.items)) }
   }
 }

@@ -1,6 +1,6 @@
-import { type CryptoTask, type MaterialResult, runTask } from './tasks.ts'
+import { type CryptoTask, runTask, type TaskResult } from './tasks.ts'
 
 /** Piscina worker entry: one task per call. */
-export default function worker(task: CryptoTask): MaterialResult {
+export default function worker(task: CryptoTask): TaskResult {
   return runTask(task)
 }

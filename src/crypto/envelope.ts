@@ -20,8 +20,12 @@ import {
  *   protected DEK = ML-KEM ciphertext, or the RSA-OAEP-SHA256 encryption of the 32-byte DEK
  * DEK (ML-KEM) = HKDF-Expand-SHA256(PRK = shared secret, info = "kms/envelope/v1/dek" || header, 32)
  *   (one HMAC: the ML-KEM shared secret is already uniform, RFC 5869 §3.3)
- * AAD = "kms/envelope/v1" || header || context (UTF-8; empty when absent)
+ * AAD = purpose label || header || context (UTF-8; empty when absent); the label is
+ *   "kms/envelope/v1" for /encrypt and "kms/wrap/v1" for wrapped keys and data keys, so one
+ *   purpose's output never opens as the other's
  * ciphertext, tag = AES-256-GCM(DEK, nonce (12 bytes), AAD, plaintext)
+ * compact form (legacy mode, wrapped keys, data keys) = uint16 BE length of encapsulatedKey
+ *   || encapsulatedKey || nonce || tag || ciphertext
  */
 export const ENVELOPE_VERSION = 1
 export const HEADER_BYTES = 22
@@ -33,7 +37,11 @@ export const MAX_KEY_VERSION = 2_147_483_647
 export const SCHEME = { mlKem: 0x01, rsaOaep: 0x02 } as const
 export type Scheme = (typeof SCHEME)[keyof typeof SCHEME]
 
-const AAD_LABEL = Buffer.from('kms/envelope/v1')
+export type EnvelopePurpose = 'encrypt' | 'wrap'
+const AAD_LABELS: Record<EnvelopePurpose, Buffer> = {
+  encrypt: Buffer.from('kms/envelope/v1'),
+  wrap: Buffer.from('kms/wrap/v1'),
+}
 const DEK_INFO_LABEL = Buffer.from('kms/envelope/v1/dek')
 
 export interface EnvelopeHeader {
@@ -64,8 +72,8 @@ export function decodeHeader(bytes: Buffer): EnvelopeHeader | undefined {
   return { scheme, keyId, keyVersion }
 }
 
-function aad(header: Buffer, context: Buffer): Buffer {
-  return Buffer.concat([AAD_LABEL, header, context])
+function aad(purpose: EnvelopePurpose, header: Buffer, context: Buffer): Buffer {
+  return Buffer.concat([AAD_LABELS[purpose], header, context])
 }
 
 function dekFromSharedSecret(sharedSecret: Buffer, header: Buffer): Buffer {
@@ -86,6 +94,7 @@ export interface SealedEnvelope {
 }
 
 export interface SealInput {
+  purpose: EnvelopePurpose
   header: EnvelopeHeader
   publicKey: KeyObject
   plaintext: Buffer
@@ -110,7 +119,7 @@ export function sealEnvelope(input: SealInput): SealedEnvelope {
   const nonce = input.random(NONCE_BYTES)
   try {
     const cipher = createCipheriv('aes-256-gcm', dek, nonce)
-    cipher.setAAD(aad(header, input.context))
+    cipher.setAAD(aad(input.purpose, header, input.context))
     const ciphertext = Buffer.concat([cipher.update(input.plaintext), cipher.final()])
     return {
       ciphertext,
@@ -131,6 +140,7 @@ export class EnvelopeError extends Error {
 }
 
 export interface OpenInput {
+  purpose: EnvelopePurpose
   envelope: SealedEnvelope
   privateKey: KeyObject
   context: Buffer
@@ -159,12 +169,35 @@ export function openEnvelope(input: OpenInput): Buffer {
   }
   try {
     const decipher = createDecipheriv('aes-256-gcm', dek, envelope.nonce)
-    decipher.setAAD(aad(header, input.context))
+    decipher.setAAD(aad(input.purpose, header, input.context))
     decipher.setAuthTag(envelope.tag)
     return Buffer.concat([decipher.update(envelope.ciphertext), decipher.final()])
   } catch {
     throw new EnvelopeError()
   } finally {
     dek.fill(0)
+  }
+}
+
+/** The envelope as one byte string (see the format comment above). */
+export function toCompact(envelope: SealedEnvelope): Buffer {
+  const length = Buffer.alloc(2)
+  length.writeUInt16BE(envelope.encapsulatedKey.length)
+  return Buffer.concat([length, envelope.encapsulatedKey, envelope.nonce, envelope.tag, envelope.ciphertext])
+}
+
+/** Undefined when the bytes cannot be a compact envelope (too short for its declared parts). */
+export function fromCompact(bytes: Buffer): SealedEnvelope | undefined {
+  if (bytes.length < 2) return undefined
+  const keyLength = bytes.readUInt16BE(0)
+  const nonceAt = 2 + keyLength
+  const tagAt = nonceAt + NONCE_BYTES
+  const ciphertextAt = tagAt + TAG_BYTES
+  if (keyLength < HEADER_BYTES || bytes.length < ciphertextAt) return undefined
+  return {
+    encapsulatedKey: bytes.subarray(2, nonceAt),
+    nonce: bytes.subarray(nonceAt, tagAt),
+    tag: bytes.subarray(tagAt, ciphertextAt),
+    ciphertext: bytes.subarray(ciphertextAt),
   }
 }

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
+import type { EntropyStatus } from '../entropy/entropy-chain.ts'
 import { isDatabaseUp, type Sql } from '../platform/database.ts'
 import { isRedisReady } from '../platform/redis.ts'
 
@@ -11,7 +12,20 @@ const HealthSchema = Type.Object({
   version: Type.String(),
   database: Dependency,
   redis: Dependency,
-  entropy: Type.Object({ source: Type.String({ description: 'Entropy source in use' }) }),
+  entropy: Type.Object({
+    source: Type.Enum(['qrng-primary', 'qrng-secondary', 'system-csprng'], {
+      description: 'Entropy source in use: the one a nonce is drawn from now',
+    }),
+    sources: Type.Array(
+      Type.Object({
+        name: Type.Enum(['qrng-primary', 'qrng-secondary']),
+        status: Type.Enum(['starting', 'up', 'down'], {
+          description: 'starting: no batch fetched yet; down: failing, retried in the background',
+        }),
+      }),
+      { description: 'The configured quantum sources (empty when none is configured)' },
+    ),
+  }),
 })
 
 /**
@@ -19,7 +33,12 @@ const HealthSchema = Type.Object({
  * source), nothing about internals. 200 while the API can serve (Redis down only pauses
  * background work); 503 when the database is down.
  */
-export function healthRoutes(deps: { sql: Sql; redis: Redis; version: string; entropySource: () => string }) {
+export function healthRoutes(deps: {
+  sql: Sql
+  redis: Redis
+  version: string
+  entropyStatus: () => EntropyStatus
+}) {
   const plugin: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       '/health',
@@ -39,12 +58,17 @@ export function healthRoutes(deps: { sql: Sql; redis: Redis; version: string; en
         const database = (await isDatabaseUp(deps.sql)) ? 'up' : 'down'
         const redis = isRedisReady(deps.redis) ? 'up' : 'down'
         const status = database === 'up' && redis === 'up' ? 'ok' : 'degraded'
+        const entropy = deps.entropyStatus()
         return reply.code(database === 'up' ? 200 : 503).send({
           status,
           version: deps.version,
           database: { status: database },
           redis: { status: redis },
-          entropy: { source: deps.entropySource() },
+          // Names and states only: never a URL, a credential or a failure detail.
+          entropy: {
+            source: entropy.source,
+            sources: entropy.sources.map((s) => ({ name: s.name, status: s.state })),
+          },
         })
       },
     )

@@ -1,0 +1,191 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { type Static, Type } from 'typebox'
+import { actorOf } from '../auth/request-context.ts'
+import { decodeBase64Field } from '../platform/base64.ts'
+import { AppError } from '../platform/errors.ts'
+import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
+import {
+  Base64,
+  Context,
+  CRYPTO_BODY_LIMIT_BYTES,
+  contextBytes,
+  DECRYPT_BATCH_BODY_LIMIT_BYTES,
+  DECRYPT_BODY_LIMIT_BYTES,
+  EnvelopeFields,
+  envelopeFromParts,
+  envelopeToParts,
+  KeyVersion,
+  Mode,
+} from './crypto-schemas.ts'
+import type { OpenRequest } from './crypto-service.ts'
+
+const TAGS = ['Cryptographic operations']
+
+const ItemError = Type.Object({
+  ok: Type.Literal(false),
+  error: Type.String({ description: 'The error code a single request would have had' }),
+  message: Type.String(),
+})
+
+const EncryptBatchBody = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object(
+        {
+          keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')),
+          plaintext: Base64('Data to encrypt, Base64'),
+          context: Context,
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 1, maxItems: MAX_BATCH_ITEMS },
+    ),
+    mode: Mode,
+  },
+  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
+)
+
+const EncryptBatchResponse = Type.Object({
+  results: Type.Array(
+    Type.Union([
+      Type.Object({
+        ok: Type.Literal(true),
+        ...EnvelopeFields,
+        keyId: Uuid('The key used'),
+        keyVersion: Type.Integer(),
+        mode: Type.Optional(Type.Literal('legacy')),
+      }),
+      ItemError,
+    ]),
+    { description: 'One result per item, in request order' },
+  ),
+})
+
+const DecryptBatchItem = Type.Object(
+  {
+    keyId: Type.Optional(Uuid('The key that encrypted (optional: the envelope names it)')),
+    keyVersion: Type.Optional(KeyVersion('Cross-check of the version the envelope names')),
+    ciphertext: Base64('From the encrypt response', DECRYPT_BODY_LIMIT_BYTES),
+    encapsulatedKey: Type.Optional(Base64('From the encrypt response (standard mode)', 16_384)),
+    nonce: Type.Optional(Base64('From the encrypt response (standard mode)', 64)),
+    tag: Type.Optional(Base64('From the encrypt response (standard mode)', 64)),
+    context: Context,
+    // An encrypt/batch result passes back as it came: its `ok` is ignored, its `mode` applies.
+    ok: Type.Optional(Type.Literal(true)),
+    mode: Type.Optional(
+      Type.Enum(['standard', 'legacy'], { description: 'Overrides the batch mode for this item' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+const DecryptBatchBody = Type.Object(
+  {
+    items: Type.Array(DecryptBatchItem, { minItems: 1, maxItems: MAX_BATCH_ITEMS }),
+    mode: Mode,
+  },
+  { additionalProperties: false, 'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES },
+)
+
+const DecryptBatchResponse = Type.Object({
+  results: Type.Array(
+    Type.Union([
+      Type.Object({
+        ok: Type.Literal(true),
+        plaintext: Type.String({ description: 'Base64' }),
+        keyId: Uuid('The key that decrypted'),
+        keyVersion: Type.Integer(),
+      }),
+      ItemError,
+    ]),
+    { description: 'One result per item, in request order' },
+  ),
+})
+
+/** An item that cannot be read becomes its own error; the others go ahead. */
+function readItem<T>(read: () => T): T | AppError {
+  try {
+    return read()
+  } catch (error) {
+    if (error instanceof AppError) return error
+    throw error
+  }
+}
+
+export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post(
+      '/encrypt/batch',
+      {
+        bodyLimit: CRYPTO_BODY_LIMIT_BYTES,
+        schema: {
+          tags: TAGS,
+          summary:
+            'Encrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+          operationId: 'encryptBatch',
+          body: EncryptBatchBody,
+          response: { 200: EncryptBatchResponse, ...errorResponses(403, 413) },
+        },
+      },
+      async (request) => {
+        const { items, mode } = request.body
+        const inputs = items.map((item, i) =>
+          readItem<EncryptItem>(() => ({
+            keyId: item.keyId,
+            plaintext: decodeBase64Field(item.plaintext, `body/items/${i}/plaintext`),
+            context: contextBytes(item.context),
+          })),
+        )
+        const results = await batches.encrypt(actorOf(request), inputs)
+        return {
+          results: results.map((r) =>
+            r.ok
+              ? { ok: true as const, ...envelopeToParts(r, mode), keyId: r.keyId, keyVersion: r.keyVersion }
+              : r,
+          ),
+        }
+      },
+    )
+
+    app.post(
+      '/decrypt/batch',
+      {
+        bodyLimit: DECRYPT_BATCH_BODY_LIMIT_BYTES,
+        schema: {
+          tags: TAGS,
+          summary:
+            'Decrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+          operationId: 'decryptBatch',
+          body: DecryptBatchBody,
+          response: { 200: DecryptBatchResponse, ...errorResponses(403, 413) },
+        },
+      },
+      async (request, reply) => {
+        const { items, mode } = request.body
+        const inputs = items.map((item: Static<typeof DecryptBatchItem>, i) =>
+          readItem<OpenRequest>(() => ({
+            keyId: item.keyId,
+            keyVersion: item.keyVersion,
+            envelope: envelopeFromParts({ ...item, mode: item.mode ?? mode }, `body/items/${i}`),
+            context: contextBytes(item.context),
+          })),
+        )
+        const results = await batches.decrypt(actorOf(request), inputs)
+        reply.header('cache-control', 'no-store')
+        return {
+          results: results.map((r) =>
+            r.ok
+              ? {
+                  ok: true as const,
+                  plaintext: r.plaintext.toString('base64'),
+                  keyId: r.keyId,
+                  keyVersion: r.keyVersion,
+                }
+              : r,
+          ),
+        }
+      },
+    )
+  }
+}

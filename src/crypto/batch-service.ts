@@ -1,0 +1,265 @@
+import type { KeyObject } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
+import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
+import type { RandomSource } from '../entropy/random-source.ts'
+import { DECRYPT_STATES, ENCRYPT_STATES, stateConflict } from '../keys/key-state.ts'
+import { AppError } from '../platform/errors.ts'
+import { decryptionFailed, type EncryptResult, type OpenRequest } from './crypto-service.ts'
+import { decodeHeader, HEADER_BYTES, SCHEME, type SealedEnvelope } from './envelope.ts'
+import { type OpenItem, openMany, randomBytesNeeded, type SealItem, sealMany } from './envelope-batch.ts'
+import type { KeyResolver } from './key-resolver.ts'
+
+export type ItemFailure = { ok: false; error: string; message: string }
+export type ItemResult<T> = ({ ok: true } & T) | ItemFailure
+
+export interface EncryptItem {
+  keyId?: string | undefined
+  plaintext: Buffer
+  context: Buffer
+}
+
+export interface BatchService {
+  /** Items that could not even be read arrive as the error to report for them. */
+  encrypt(actor: Actor, items: readonly (EncryptItem | AppError)[]): Promise<ItemResult<EncryptResult>[]>
+  decrypt(
+    actor: Actor,
+    items: readonly (OpenRequest | AppError)[],
+  ): Promise<ItemResult<{ plaintext: Buffer; keyId: string; keyVersion: number }>[]>
+}
+
+/** DESIGN: up to 1,000 items per batch request. */
+export const MAX_BATCH_ITEMS = 1000
+/**
+ * Below this many items a batch runs inline: handing a task to a worker thread costs more than
+ * a few envelope operations (DESIGN: 1 item per task gave 14k ops/s, 10 per task 53k/s).
+ */
+const MIN_POOLED_ITEMS = 10
+const MAX_CHUNK_ITEMS = 100
+
+const failure = (error: AppError): ItemFailure => ({ ok: false, error: error.code, message: error.message })
+
+/**
+ * Batches: independent items, results in request order, one item's failure never fails the
+ * others. Keys are resolved once per distinct key; the envelope work is split into chunks over
+ * the crypto pool. Audit: one record per (key, version, outcome) of each batch, with its item
+ * count, so a 1,000-item batch on one key is one record, not 1,000.
+ */
+export function createBatchService(deps: {
+  audit: AuditLog
+  keys: KeyResolver
+  pool: CryptoPool
+  random: RandomSource
+}): BatchService {
+  const { keys, pool } = deps
+
+  async function chunked<I, R>(
+    items: readonly I[],
+    inline: (items: readonly I[]) => R[],
+    pooled: (items: I[]) => Promise<R[]>,
+  ): Promise<R[]> {
+    if (items.length < MIN_POOLED_ITEMS) return inline(items)
+    const size = Math.min(MAX_CHUNK_ITEMS, Math.max(MIN_POOLED_ITEMS, Math.ceil(items.length / pool.threads)))
+    const chunks: I[][] = []
+    for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
+    return (await Promise.all(chunks.map(pooled))).flat()
+  }
+
+  function auditTally(action: string) {
+    const groups = new Map<
+      string,
+      { keyId: string | null; keyVersion: number | null; error: string | null; items: number }
+    >()
+    return {
+      count(keyId: string | null, keyVersion: number | null, error: string | null) {
+        const id = `${keyId}|${keyVersion}|${error}`
+        const group = groups.get(id)
+        if (group) group.items++
+        else groups.set(id, { keyId, keyVersion, error, items: 1 })
+      },
+      write(actor: Actor) {
+        return Promise.all(
+          [...groups.values()].map((g) =>
+            deps.audit.record({
+              ...actor,
+              action,
+              resource: g.keyId ? `key:${g.keyId}` : null,
+              keyVersion: g.keyVersion,
+              outcome: g.error ? 'failure' : 'success',
+              details: g.error ? { items: g.items, error: g.error } : { items: g.items },
+            }),
+          ),
+        )
+      },
+    }
+  }
+
+  /** Memoised per batch: each distinct key (and version) is looked up and opened once. */
+  function memo<T>(load: (id: string) => Promise<T>) {
+    const seen = new Map<string, Promise<T>>()
+    return (id: string) => {
+      let value = seen.get(id)
+      if (!value) {
+        value = load(id)
+        // A rejection is read per item; keep Node from reporting it as unhandled meanwhile.
+        value.catch(() => {})
+        seen.set(id, value)
+      }
+      return value
+    }
+  }
+
+  /** KeyObjects of a batch, each passed once to the worker threads and referenced by index. */
+  function keyList() {
+    const list: KeyObject[] = []
+    const index = new Map<KeyObject, number>()
+    return {
+      list,
+      indexOf(key: KeyObject) {
+        let at = index.get(key)
+        if (at === undefined) {
+          at = list.push(key) - 1
+          index.set(key, at)
+        }
+        return at
+      },
+    }
+  }
+
+  return {
+    async encrypt(actor, items) {
+      const results: ItemResult<EncryptResult>[] = new Array(items.length)
+      const tally = auditTally('crypto.encrypt_batch')
+      const resolveKey = memo((keyId) =>
+        keys.resolve(actor.tenantId, {
+          keyId: keyId || undefined,
+          keyType: 'Encryption',
+          states: ENCRYPT_STATES,
+          operation: 'encrypt',
+        }),
+      )
+      const keyObjects = keyList()
+      const work: { at: number; keyId: string; keyVersion: number; item: SealItem }[] = []
+      for (const [at, item] of items.entries()) {
+        if (item instanceof AppError) {
+          results[at] = failure(item)
+          tally.count(null, null, item.code)
+          continue
+        }
+        try {
+          const key = await resolveKey(item.keyId ?? '')
+          const scheme = key.spec.kind === 'rsa' ? SCHEME.rsaOaep : SCHEME.mlKem
+          work.push({
+            at,
+            keyId: key.row.id,
+            keyVersion: key.version,
+            item: {
+              key: keyObjects.indexOf(key.opened.publicKey!),
+              purpose: 'encrypt',
+              header: { scheme, keyId: key.row.id, keyVersion: key.version },
+              plaintext: item.plaintext,
+              context: item.context,
+              random: deps.random.bytes(randomBytesNeeded(scheme, SCHEME.rsaOaep)),
+            },
+          })
+        } catch (error) {
+          if (!(error instanceof AppError) || error.statusCode >= 500) throw error
+          results[at] = failure(error)
+          tally.count(item.keyId ?? null, null, error.code)
+        }
+      }
+      const sealed = await chunked(
+        work.map((w) => w.item),
+        (chunk) => sealMany(keyObjects.list, chunk),
+        (chunk) => pool.sealMany(keyObjects.list, chunk),
+      )
+      for (const [i, w] of work.entries()) {
+        results[w.at] = { ok: true, ...sealed[i]!, keyId: w.keyId, keyVersion: w.keyVersion }
+        tally.count(w.keyId, w.keyVersion, null)
+      }
+      await tally.write(actor)
+      return results
+    },
+
+    async decrypt(actor, items) {
+      type Opened = { plaintext: Buffer; keyId: string; keyVersion: number }
+      const results: ItemResult<Opened>[] = new Array(items.length)
+      const tally = auditTally('crypto.decrypt_batch')
+      const findRow = memo((keyId) => keys.findRow(actor.tenantId, keyId, 'Encryption'))
+      const openVersion = memo(async (id) => {
+        const [keyId, version] = id.split('/') as [string, string]
+        return keys.open(actor.tenantId, await findRow(keyId), Number(version))
+      })
+      const keyObjects = keyList()
+      const work: { at: number; keyId: string; keyVersion: number; item: OpenItem }[] = []
+      const refuse = (at: number, error: AppError, keyId: string | null, keyVersion: number | null) => {
+        results[at] = failure(error)
+        tally.count(keyId, keyVersion, error.code)
+      }
+      for (const [at, item] of items.entries()) {
+        if (item instanceof AppError) {
+          refuse(at, item, null, null)
+          continue
+        }
+        const envelope: SealedEnvelope = item.envelope
+        const header = decodeHeader(envelope.encapsulatedKey.subarray(0, HEADER_BYTES))
+        if (
+          !header ||
+          (item.keyId && item.keyId.toLowerCase() !== header.keyId) ||
+          (item.keyVersion !== undefined && item.keyVersion !== header.keyVersion)
+        ) {
+          refuse(at, decryptionFailed(), item.keyId ?? null, null)
+          continue
+        }
+        let row: Awaited<ReturnType<KeyResolver['findRow']>>
+        try {
+          row = await findRow(header.keyId)
+        } catch (error) {
+          if (!(error instanceof AppError) || error.statusCode >= 500) throw error
+          refuse(at, decryptionFailed(), header.keyId, header.keyVersion)
+          continue
+        }
+        // The order of checks is the single /decrypt's, so an item fails as that request would.
+        if (header.keyVersion > row.current_version) {
+          refuse(at, decryptionFailed(), row.id, header.keyVersion)
+          continue
+        }
+        const state = keys.state(row)
+        if (!DECRYPT_STATES.includes(state)) {
+          refuse(at, stateConflict(state, 'decrypt'), row.id, header.keyVersion)
+          continue
+        }
+        const opened = await openVersion(`${row.id}/${header.keyVersion}`)
+        if (!opened) {
+          refuse(at, decryptionFailed(), row.id, header.keyVersion)
+          continue
+        }
+        work.push({
+          at,
+          keyId: row.id,
+          keyVersion: header.keyVersion,
+          item: {
+            key: keyObjects.indexOf(opened.secretKey),
+            purpose: 'encrypt',
+            envelope,
+            context: item.context,
+          },
+        })
+      }
+      const plaintexts = await chunked(
+        work.map((w) => w.item),
+        (chunk) => openMany(keyObjects.list, chunk),
+        (chunk) => pool.openMany(keyObjects.list, chunk),
+      )
+      for (const [i, w] of work.entries()) {
+        const plaintext = plaintexts[i]
+        if (plaintext) {
+          results[w.at] = { ok: true, plaintext, keyId: w.keyId, keyVersion: w.keyVersion }
+          tally.count(w.keyId, w.keyVersion, null)
+        } else refuse(w.at, decryptionFailed(), w.keyId, w.keyVersion)
+      }
+      await tally.write(actor)
+      return results
+    },
+  }
+}

@@ -1,0 +1,136 @@
+import { Type } from 'typebox'
+import { decodeBase64Field } from '../platform/base64.ts'
+import { AppError } from '../platform/errors.ts'
+import { Uuid } from '../platform/http-schemas.ts'
+import { fromCompact, type SealedEnvelope, toCompact } from './envelope.ts'
+
+/**
+ * Spec 8: encrypt requests carry up to 10 MB; a decrypt request carries what encrypt returned
+ * (the ciphertext as long as the plaintext, plus up to ~2 KiB of envelope), so it gets 64 KiB
+ * more. Batches: 10 MB of items, and for decryption room for 1,000 envelopes' overhead (an
+ * ML-KEM-1024 envelope adds about 2.3 KB of JSON and Base64). Body schemas announce a route's
+ * own limit as `x-body-limit-bytes` in the OpenAPI document (the default limit applies elsewhere).
+ */
+export const CRYPTO_BODY_LIMIT_BYTES = 10 * 1024 * 1024
+export const DECRYPT_BODY_LIMIT_BYTES = CRYPTO_BODY_LIMIT_BYTES + 64 * 1024
+export const DECRYPT_BATCH_BODY_LIMIT_BYTES = CRYPTO_BODY_LIMIT_BYTES + 3 * 1024 * 1024
+/** Key material to wrap: generous for any private key of table 2.1 in any encoding. */
+export const MAX_WRAP_BYTES = 64 * 1024
+
+export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES) =>
+  Type.String({ maxLength, contentEncoding: 'base64', description })
+
+export const Context = Type.Optional(
+  Type.String({
+    maxLength: 8192,
+    description: 'Additional authenticated data (UTF-8); the same value is needed to decrypt',
+  }),
+)
+
+export const contextBytes = (context: string | undefined) => Buffer.from(context ?? '', 'utf8')
+
+export const KeyVersion = (description: string) =>
+  Type.Integer({ minimum: 1, maximum: 2_147_483_647, description })
+
+export const Mode = Type.Optional(
+  Type.Enum(['standard', 'legacy'], {
+    default: 'standard',
+    description:
+      'standard (recommended): the envelope parts as separate fields. legacy: the whole envelope as one ' +
+      'Base64 string in `ciphertext`, for clients of older single-string formats; not recommended for new ' +
+      'integrations (docs/envelope-format.md)',
+  }),
+)
+
+/** The envelope parts as /encrypt returns them and /decrypt takes them back. */
+export const EnvelopeFields = {
+  ciphertext: Type.String({
+    description: 'AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope)',
+  }),
+  encapsulatedKey: Type.Optional(
+    Type.String({
+      description:
+        'Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)',
+    }),
+  ),
+  nonce: Type.Optional(
+    Type.String({ description: 'AES-GCM nonce (12 bytes), Base64 (absent in legacy mode)' }),
+  ),
+  tag: Type.Optional(
+    Type.String({ description: 'AES-GCM authentication tag (16 bytes), Base64 (absent in legacy mode)' }),
+  ),
+}
+
+/** The request's envelope parts, Base64-decoded; in legacy mode the compact string stands for all. */
+export interface EnvelopeParts {
+  mode?: 'standard' | 'legacy' | undefined
+  ciphertext: string
+  encapsulatedKey?: string | undefined
+  nonce?: string | undefined
+  tag?: string | undefined
+}
+
+export const WrappedKey = (description: string) =>
+  Type.String({ maxLength: 2 * MAX_WRAP_BYTES, contentEncoding: 'base64', description })
+
+/** Throws validation_failed when the mode's required parts are missing or the other mode's are present. */
+export function checkEnvelopeParts(parts: EnvelopeParts, path: string): void {
+  const separate = (['encapsulatedKey', 'nonce', 'tag'] as const).filter((f) => parts[f] !== undefined)
+  const legacy = parts.mode === 'legacy'
+  const wrong = legacy
+    ? separate
+    : (['encapsulatedKey', 'nonce', 'tag'] as const).filter((f) => parts[f] === undefined)
+  if (wrong.length === 0) return
+  throw new AppError(
+    400,
+    'validation_failed',
+    legacy
+      ? 'In legacy mode the whole envelope is in ciphertext: encapsulatedKey, nonce and tag must be absent'
+      : 'encapsulatedKey, nonce and tag are required (or set mode to legacy)',
+    {
+      fields: wrong.map((f) => ({
+        path: `${path}/${f}`,
+        message: legacy ? 'must be absent in legacy mode' : 'is required',
+      })),
+    },
+  )
+}
+
+const UNREADABLE: SealedEnvelope = {
+  ciphertext: Buffer.alloc(0),
+  encapsulatedKey: Buffer.alloc(0),
+  nonce: Buffer.alloc(0),
+  tag: Buffer.alloc(0),
+}
+
+/** A compact envelope; bytes too short for its parts give one that will not open. */
+export const compactEnvelope = (bytes: Buffer): SealedEnvelope => fromCompact(bytes) ?? UNREADABLE
+
+/**
+ * The envelope of a decrypt request. A compact string too short for its parts is not a
+ * validation error but an envelope that will not open: the same decryption_failed as any other.
+ */
+export function envelopeFromParts(parts: EnvelopeParts, path: string): SealedEnvelope {
+  checkEnvelopeParts(parts, path)
+  if (parts.mode === 'legacy') {
+    return compactEnvelope(decodeBase64Field(parts.ciphertext, `${path}/ciphertext`))
+  }
+  return {
+    ciphertext: decodeBase64Field(parts.ciphertext, `${path}/ciphertext`),
+    encapsulatedKey: decodeBase64Field(parts.encapsulatedKey!, `${path}/encapsulatedKey`),
+    nonce: decodeBase64Field(parts.nonce!, `${path}/nonce`),
+    tag: decodeBase64Field(parts.tag!, `${path}/tag`),
+  }
+}
+
+export function envelopeToParts(envelope: SealedEnvelope, mode: 'standard' | 'legacy' | undefined) {
+  if (mode === 'legacy') return { ciphertext: toCompact(envelope).toString('base64'), mode }
+  return {
+    ciphertext: envelope.ciphertext.toString('base64'),
+    encapsulatedKey: envelope.encapsulatedKey.toString('base64'),
+    nonce: envelope.nonce.toString('base64'),
+    tag: envelope.tag.toString('base64'),
+  }
+}
+
+export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })

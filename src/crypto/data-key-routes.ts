@@ -1,0 +1,220 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { actorOf } from '../auth/request-context.ts'
+import { decodeBase64Field } from '../platform/base64.ts'
+import { AppError } from '../platform/errors.ts'
+import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import {
+  Context,
+  compactEnvelope,
+  contextBytes,
+  KeyIdParams,
+  MAX_WRAP_BYTES,
+  WrappedKey,
+} from './crypto-schemas.ts'
+import type { CryptoService, DataKeyResult } from './crypto-service.ts'
+import { toCompact } from './envelope.ts'
+
+const TAGS = ['Data keys and wrapping']
+
+const DataKeyResponse = Type.Object({
+  plaintextDek: Type.Optional(
+    Type.String({
+      description:
+        'The data key, Base64: use it locally, then discard it (absent when withPlaintext is false)',
+    }),
+  ),
+  encryptedDek: Type.String({
+    description:
+      'The data key wrapped by the key (compact envelope, Base64): store it; POST /keys/{keyId}/unwrap recovers the data key, with the same context',
+  }),
+  keyId: Uuid('The wrapping key'),
+  keyVersion: Type.Integer({ description: 'The wrapping key version' }),
+  keyBytes: Type.Integer({ description: 'Data key length in bytes' }),
+})
+
+const GenerateDataKeyBody = Type.Object(
+  { keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')) },
+  { additionalProperties: false },
+)
+
+const PerKeyDataKeyBody = Type.Object(
+  {
+    keyBytes: Type.Optional(
+      Type.Union([Type.Literal(16), Type.Literal(24), Type.Literal(32)], {
+        default: 32,
+        description: 'Data key length: 16, 24 or 32 bytes (AES-128/192/256)',
+      }),
+    ),
+    withPlaintext: Type.Optional(
+      Type.Boolean({ default: true, description: 'Include the plaintext data key in the response' }),
+    ),
+    context: Context,
+  },
+  { additionalProperties: false },
+)
+
+const WrapBody = Type.Object(
+  {
+    plaintext: Type.String({
+      minLength: 4,
+      maxLength: Math.ceil(MAX_WRAP_BYTES / 3) * 4,
+      description: 'Key material to wrap, Base64 (up to 64 KiB)',
+    }),
+    context: Context,
+  },
+  { additionalProperties: false },
+)
+
+const WrapResponse = Type.Object({
+  wrappedKey: Type.String({
+    description: 'Compact envelope, Base64: give it to unwrap with the same context',
+  }),
+  keyId: Uuid('The wrapping key'),
+  keyVersion: Type.Integer({ description: 'The wrapping key version' }),
+})
+
+const UnwrapBody = Type.Object(
+  {
+    wrappedKey: WrappedKey('From wrap (wrappedKey) or a data-key endpoint (encryptedDek)'),
+    context: Context,
+  },
+  { additionalProperties: false },
+)
+
+const UnwrapResponse = Type.Object({
+  plaintext: Type.String({ description: 'The unwrapped key material, Base64' }),
+  keyId: Uuid('The wrapping key'),
+  keyVersion: Type.Integer({ description: 'The wrapping key version' }),
+})
+
+const dataKeyResponse = (result: DataKeyResult, keyBytes: number) => ({
+  ...(result.plaintextDek ? { plaintextDek: result.plaintextDek.toString('base64') } : {}),
+  encryptedDek: toCompact(result.encryptedDek).toString('base64'),
+  keyId: result.keyId,
+  keyVersion: result.keyVersion,
+  keyBytes,
+})
+
+/**
+ * Data keys and wrapping share one format: a compact envelope sealed for the "wrap" purpose
+ * (docs/envelope-format.md), so /keys/{keyId}/unwrap recovers both, and neither opens through
+ * /decrypt (a caller holding only encrypt:invoke cannot unwrap key material).
+ */
+export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post(
+      '/generate-data-key',
+      {
+        schema: {
+          tags: TAGS,
+          summary:
+            'A fresh 256-bit data key, in plaintext and wrapped (recover it with /keys/{keyId}/unwrap)',
+          operationId: 'generateDataKey',
+          body: GenerateDataKeyBody,
+          response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        const result = await crypto.generateDataKey(actorOf(request), {
+          keyId: request.body.keyId,
+          keyBytes: 32,
+          withPlaintext: true,
+          context: Buffer.alloc(0),
+        })
+        reply.header('cache-control', 'no-store')
+        return dataKeyResponse(result, 32)
+      },
+    )
+
+    app.post(
+      '/keys/:keyId/data-key',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'A fresh data key of 16, 24 or 32 bytes, wrapped by this key with an optional context',
+          operationId: 'generateKeyDataKey',
+          params: KeyIdParams,
+          body: PerKeyDataKeyBody,
+          response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        const keyBytes = request.body.keyBytes ?? 32
+        const result = await crypto.generateDataKey(actorOf(request), {
+          keyId: request.params.keyId,
+          keyBytes,
+          withPlaintext: request.body.withPlaintext ?? true,
+          context: contextBytes(request.body.context),
+        })
+        reply.header('cache-control', 'no-store')
+        return dataKeyResponse(result, keyBytes)
+      },
+    )
+
+    app.post(
+      '/keys/:keyId/wrap',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Wrap key material; unwrap needs the same context',
+          operationId: 'wrapKey',
+          params: KeyIdParams,
+          body: WrapBody,
+          response: { 200: WrapResponse, ...errorResponses(403, 404, 409) },
+        },
+      },
+      async (request) => {
+        const plaintext = decodeBase64Field(request.body.plaintext, 'body/plaintext')
+        if (plaintext.length > MAX_WRAP_BYTES) {
+          throw new AppError(
+            400,
+            'validation_failed',
+            'body/plaintext must be at most 64 KiB of key material',
+            {
+              fields: [{ path: 'body/plaintext', message: `must decode to at most ${MAX_WRAP_BYTES} bytes` }],
+            },
+          )
+        }
+        const result = await crypto.wrap(actorOf(request), {
+          keyId: request.params.keyId,
+          plaintext,
+          context: contextBytes(request.body.context),
+        })
+        return {
+          wrappedKey: toCompact(result).toString('base64'),
+          keyId: result.keyId,
+          keyVersion: result.keyVersion,
+        }
+      },
+    )
+
+    app.post(
+      '/keys/:keyId/unwrap',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Unwrap a wrapped key or an encryptedDek; any mismatch is decryption_failed',
+          operationId: 'unwrapKey',
+          params: KeyIdParams,
+          body: UnwrapBody,
+          response: { 200: UnwrapResponse, ...errorResponses(403, 409) },
+        },
+      },
+      async (request, reply) => {
+        const bytes = decodeBase64Field(request.body.wrappedKey, 'body/wrappedKey')
+        const result = await crypto.unwrap(actorOf(request), {
+          keyId: request.params.keyId,
+          envelope: compactEnvelope(bytes),
+          context: contextBytes(request.body.context),
+        })
+        reply.header('cache-control', 'no-store')
+        return {
+          plaintext: result.plaintext.toString('base64'),
+          keyId: result.keyId,
+          keyVersion: result.keyVersion,
+        }
+      },
+    )
+  }
+}

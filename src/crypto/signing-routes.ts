@@ -1,0 +1,194 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { actorOf } from '../auth/request-context.ts'
+import { decodeBase64Field } from '../platform/base64.ts'
+import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { KeyIdParams, KeyVersion } from './crypto-schemas.ts'
+import type { SignatureOptions } from './signing.ts'
+import type { SigningService } from './signing-service.ts'
+
+const TAGS = ['Signatures and MACs']
+/** Messages to sign travel in the default body; larger documents are signed as a digest. */
+const MAX_MESSAGE_BASE64 = 1024 * 1024
+
+const SchemeOptions = {
+  messageType: Type.Optional(
+    Type.Enum(['RAW', 'DIGEST'], {
+      default: 'RAW',
+      description:
+        'RAW: message is the data itself. DIGEST: message is its hash (SHA-256 for RSA; SHA-256/384/512 for EC P-256/384/521); RSA and ECDSA only',
+    }),
+  ),
+  rsaPadding: Type.Optional(
+    Type.Enum(['PSS', 'PKCS1'], {
+      default: 'PSS',
+      description:
+        'RSA keys: RSASSA-PSS (SHA-256, MGF1-SHA-256, 32-byte salt) or RSASSA-PKCS1-v1_5 with SHA-256',
+    }),
+  ),
+  signatureFormat: Type.Optional(
+    Type.Enum(['DER', 'P1363'], {
+      default: 'DER',
+      description: 'ECDSA keys: DER-encoded (r, s), or IEEE P1363 fixed-length r || s',
+    }),
+  ),
+}
+
+const Message = Type.String({
+  maxLength: MAX_MESSAGE_BASE64,
+  description: 'The message (or its digest), Base64',
+})
+
+const SignBody = Type.Object(
+  {
+    keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
+    message: Message,
+    ...SchemeOptions,
+  },
+  { additionalProperties: false },
+)
+
+const SignResponse = Type.Object({
+  signature: Type.String({ description: 'Base64' }),
+  keyId: Uuid('The key that signed'),
+  keyVersion: Type.Integer({
+    description: 'The version that signed: pass it to verify once the key has rotated',
+  }),
+  algorithm: Type.String({ description: 'The key algorithm' }),
+  signingScheme: Type.String({ description: 'The signature scheme used, e.g. RSASSA-PSS-SHA256' }),
+})
+
+const VerifyBody = Type.Object(
+  {
+    keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
+    keyVersion: Type.Optional(KeyVersion('The version that signed (default: the current version)')),
+    message: Message,
+    signature: Type.String({ maxLength: 65_536, description: 'Base64' }),
+    ...SchemeOptions,
+  },
+  { additionalProperties: false },
+)
+
+const VerifyResponse = Type.Object({
+  valid: Type.Boolean(),
+  keyId: Uuid('The key used'),
+  keyVersion: Type.Integer({ description: 'The version used' }),
+})
+
+const MacBody = Type.Object({ data: Message }, { additionalProperties: false })
+const MacResponse = Type.Object({
+  mac: Type.String({ description: 'Base64' }),
+  keyId: Uuid('The HMAC key'),
+  keyVersion: Type.Integer({
+    description: 'The version that computed the MAC: pass it to verify after a rotation',
+  }),
+  algorithm: Type.String(),
+})
+const MacVerifyBody = Type.Object(
+  {
+    data: Message,
+    mac: Type.String({ maxLength: 1024, description: 'Base64' }),
+    keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
+  },
+  { additionalProperties: false },
+)
+
+function optionsOf(body: {
+  messageType?: 'RAW' | 'DIGEST' | undefined
+  rsaPadding?: 'PSS' | 'PKCS1' | undefined
+  signatureFormat?: 'DER' | 'P1363' | undefined
+}): SignatureOptions {
+  return {
+    messageType: body.messageType ?? 'RAW',
+    rsaPadding: body.rsaPadding ?? 'PSS',
+    signatureFormat: body.signatureFormat ?? 'DER',
+  }
+}
+
+export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post(
+      '/sign',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Sign with a Signing key (ML-DSA, SLH-DSA, RSA, ECDSA, Ed25519)',
+          operationId: 'sign',
+          body: SignBody,
+          response: { 200: SignResponse, ...errorResponses(403, 404, 409, 503) },
+        },
+      },
+      async (request) => {
+        const result = await signing.sign(actorOf(request), {
+          keyId: request.body.keyId,
+          message: decodeBase64Field(request.body.message, 'body/message'),
+          options: optionsOf(request.body),
+        })
+        return { ...result, signature: result.signature.toString('base64') }
+      },
+    )
+
+    app.post(
+      '/verify',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Verify a signature: {valid: true|false} (200) whatever the signature holds',
+          operationId: 'verify',
+          body: VerifyBody,
+          response: { 200: VerifyResponse, ...errorResponses(403, 404, 409, 503) },
+        },
+      },
+      async (request) =>
+        signing.verify(actorOf(request), {
+          keyId: request.body.keyId,
+          keyVersion: request.body.keyVersion,
+          message: decodeBase64Field(request.body.message, 'body/message'),
+          signature: decodeBase64Field(request.body.signature, 'body/signature'),
+          options: optionsOf(request.body),
+        }),
+    )
+
+    app.post(
+      '/keys/:keyId/mac',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'HMAC of the data with an HMAC key',
+          operationId: 'generateMac',
+          params: KeyIdParams,
+          body: MacBody,
+          response: { 200: MacResponse, ...errorResponses(403, 404, 409) },
+        },
+      },
+      async (request) => {
+        const result = await signing.mac(actorOf(request), {
+          keyId: request.params.keyId,
+          data: decodeBase64Field(request.body.data, 'body/data'),
+        })
+        return { ...result, mac: result.mac.toString('base64') }
+      },
+    )
+
+    app.post(
+      '/keys/:keyId/mac/verify',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Check a MAC in constant time: {valid: true|false}',
+          operationId: 'verifyMac',
+          params: KeyIdParams,
+          body: MacVerifyBody,
+          response: { 200: VerifyResponse, ...errorResponses(403, 404, 409) },
+        },
+      },
+      async (request) =>
+        signing.verifyMac(actorOf(request), {
+          keyId: request.params.keyId,
+          keyVersion: request.body.keyVersion,
+          data: decodeBase64Field(request.body.data, 'body/data'),
+          mac: decodeBase64Field(request.body.mac, 'body/mac'),
+        }),
+    )
+  }
+}

@@ -1,0 +1,51 @@
+import type { EntropyConfig, EntropySourceConfig } from '../config.ts'
+import { createAqnClient } from './aqn-client.ts'
+import {
+  createEntropyChain,
+  type EntropyChain,
+  type EntropyLogger,
+  type RemoteSourceName,
+} from './entropy-chain.ts'
+import type { EntropyClient } from './entropy-client.ts'
+import { createQryptClient } from './qrypt-client.ts'
+
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost'])
+
+function client(
+  name: RemoteSourceName,
+  source: EntropySourceConfig | undefined,
+  config: EntropyConfig,
+  logger: EntropyLogger,
+): EntropyClient | undefined {
+  if (!source) return undefined
+  const host = new URL(source.url)
+  if (host.protocol === 'http:' && !LOOPBACK.has(host.hostname)) {
+    // Allowed for an on-premises appliance, but the credential then crosses the network in clear.
+    logger.warn({ source: name, protocol: source.protocol }, 'entropy source uses plain http')
+  }
+  const options = { url: source.url, credential: source.credential, timeoutMs: config.timeoutMs }
+  return source.protocol === 'anu-aqn' ? createAqnClient(options) : createQryptClient(options)
+}
+
+/** The chain the service runs: with no source configured, the pooled system CSPRNG alone. */
+export function createEntropyChainFromConfig(config: EntropyConfig, logger: EntropyLogger): EntropyChain {
+  const primary = client('qrng-primary', config.primary, config, logger)
+  const secondary = client('qrng-secondary', config.secondary, config, logger)
+  logger.info(
+    {
+      primary: config.primary?.protocol ?? 'none',
+      secondary: config.secondary?.protocol ?? 'none',
+      poolBytes: config.poolBytes,
+    },
+    'entropy chain configured',
+  )
+  return createEntropyChain({
+    primary,
+    secondary,
+    logger,
+    poolBytes: config.poolBytes,
+    refillIntervalMs: config.refillIntervalMs,
+    retryMs: config.retryMs,
+    retryMaxMs: config.retryMaxMs,
+  })
+}
