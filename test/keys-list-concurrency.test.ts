@@ -282,6 +282,7 @@ interface JsonSchema {
   minLength?: number
   minimum?: number
   format?: string
+  'x-content-encoding'?: string
 }
 
 interface OpenApiOperation {
@@ -308,6 +309,8 @@ function sampleValue(schema: JsonSchema): unknown {
     case 'string':
       if (schema.format === 'uuid') return randomUUID()
       if (schema.format === 'date-time') return futureIso(365)
+      if (schema['x-content-encoding'] === 'base64')
+        return 'AAAA'.repeat(Math.max(Math.ceil((schema.minLength ?? 4) / 4), 1))
       return 'x'.repeat(Math.max(schema.minLength ?? 1, 1))
     case 'integer':
     case 'number':
@@ -418,7 +421,7 @@ describe('tenant isolation of keys', () => {
 
     const auditBefore = await svc.sql<{ id: string }[]>`
       SELECT id::text AS id FROM audit_log
-      WHERE resource = ANY(${svc.sql.array(aKeys.map((k) => `key:${k.id}`))}::text[])`
+      WHERE tenant_id = ${a.tenantId} AND resource = ANY(${svc.sql.array(aKeys.map((k) => `key:${k.id}`))}::text[])`
     const versionsBefore = await svc.sql<{ key_id: string; version: number }[]>`
       SELECT key_id::text AS key_id, version FROM key_versions WHERE tenant_id = ${a.tenantId} ORDER BY 1, 2`
 
@@ -461,8 +464,16 @@ describe('tenant isolation of keys', () => {
     // No audit record about A's keys was written by any of B's attempts.
     const auditAfter = await svc.sql<{ id: string }[]>`
       SELECT id::text AS id FROM audit_log
-      WHERE resource = ANY(${svc.sql.array(aKeys.map((k) => `key:${k.id}`))}::text[])`
+      WHERE tenant_id = ${a.tenantId} AND resource = ANY(${svc.sql.array(aKeys.map((k) => `key:${k.id}`))}::text[])`
+    // A's audit log is untouched; B's own log may record B's refused attempts, naming the ids B sent.
     assert.deepEqual(auditAfter, auditBefore)
+    const bRecords = await svc.sql<{ outcome: string }[]>`
+      SELECT outcome FROM audit_log
+      WHERE tenant_id = ${b.tenantId} AND resource = ANY(${svc.sql.array(aKeys.map((k) => `key:${k.id}`))}::text[])`
+    assert.ok(
+      bRecords.every((r) => r.outcome === 'failure'),
+      'every record of B naming A’s keys is a refusal',
+    )
     // And nothing B sent created, renamed or moved a key into B's tenant.
     assert.ok((await listAll(b)).every((k) => k.name !== 'x' && !aKeys.some((ak) => ak.id === k.id)))
   })

@@ -17,8 +17,18 @@ export const DECRYPT_BATCH_BODY_LIMIT_BYTES = CRYPTO_BODY_LIMIT_BYTES + 3 * 1024
 /** Key material to wrap: generous for any private key of table 2.1 in any encoding. */
 export const MAX_WRAP_BYTES = 64 * 1024
 
-export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES) =>
-  Type.String({ maxLength, contentEncoding: 'base64', description })
+/**
+ * A standard Base64 field (decoded and checked by decodeBase64Field, without a backtracking
+ * pattern). The OpenAPI 3.0 document drops `contentEncoding`, so `x-content-encoding` says it there.
+ */
+export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES, minLength = 0) =>
+  Type.String({
+    maxLength,
+    ...(minLength ? { minLength } : {}),
+    contentEncoding: 'base64',
+    'x-content-encoding': 'base64',
+    description,
+  })
 
 export const Context = Type.Optional(
   Type.String({
@@ -70,8 +80,7 @@ export interface EnvelopeParts {
   tag?: string | undefined
 }
 
-export const WrappedKey = (description: string) =>
-  Type.String({ maxLength: 2 * MAX_WRAP_BYTES, contentEncoding: 'base64', description })
+export const WrappedKey = (description: string) => Base64(description, 2 * MAX_WRAP_BYTES)
 
 /** Throws validation_failed when the mode's required parts are missing or the other mode's are present. */
 export function checkEnvelopeParts(parts: EnvelopeParts, path: string): void {

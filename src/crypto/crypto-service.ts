@@ -14,7 +14,7 @@ import {
   sealEnvelope,
 } from './envelope.ts'
 import type { KeyResolver, UsableKey } from './key-resolver.ts'
-import { auditedOperation } from './operation-audit.ts'
+import { auditedOperation, auditRefusals } from './operation-audit.ts'
 
 export interface EncryptResult extends SealedEnvelope {
   keyId: string
@@ -192,7 +192,14 @@ export function createCryptoService(deps: {
     encrypt: (actor, input) => sealWith(actor, 'encrypt', input),
     decrypt: (actor, input) => openWith(actor, 'encrypt', input),
     wrap: (actor, input) => sealWith(actor, 'wrap', input),
-    unwrap: (actor, input) => openWith(actor, 'wrap', input),
+    async unwrap(actor, input) {
+      // The path names a key resource: like every /keys/{keyId} route, an unknown key or another
+      // tenant's is 404. Whether the wrapped material belongs to it is then decryption_failed.
+      await auditRefusals(audit, actor, { action: 'crypto.unwrap', keyId: input.keyId }, () =>
+        keys.findRow(actor.tenantId, input.keyId, 'Encryption'),
+      )
+      return openWith(actor, 'wrap', input)
+    },
 
     generateDataKey(actor, input) {
       const action = 'crypto.generate_data_key'

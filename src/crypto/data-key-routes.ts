@@ -5,6 +5,7 @@ import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import {
+  Base64,
   Context,
   compactEnvelope,
   contextBytes,
@@ -56,11 +57,7 @@ const PerKeyDataKeyBody = Type.Object(
 
 const WrapBody = Type.Object(
   {
-    plaintext: Type.String({
-      minLength: 4,
-      maxLength: Math.ceil(MAX_WRAP_BYTES / 3) * 4,
-      description: 'Key material to wrap, Base64 (up to 64 KiB)',
-    }),
+    plaintext: Base64('Key material to wrap, Base64 (up to 64 KiB)', Math.ceil(MAX_WRAP_BYTES / 3) * 4, 4),
     context: Context,
   },
   { additionalProperties: false },

@@ -11,20 +11,15 @@ export interface OperationRecord {
   details?: NonNullable<AuditEntry['details']>
 }
 
-/**
- * Runs one operation and records it: success once the result exists (the caller is answered
- * only after the record is durable), failure with the refusal's error code. Errors that are not
- * refusals (a database outage) propagate unrecorded: the audit log would fail alike.
- */
-export async function auditedOperation<T>(
+/** Runs a step of an operation; a refusal (a 4xx AppError) is recorded as a failure with its code. */
+export async function auditRefusals<T>(
   audit: AuditLog,
   actor: Actor,
   attempt: { action: string; keyId: string | null },
-  operation: () => Promise<{ result: T; record: OperationRecord }>,
+  step: () => Promise<T>,
 ): Promise<T> {
-  let outcome: { result: T; record: OperationRecord }
   try {
-    outcome = await operation()
+    return await step()
   } catch (error) {
     if (error instanceof AppError && error.statusCode < 500) {
       await audit.record({
@@ -36,9 +31,23 @@ export async function auditedOperation<T>(
         details: { error: error.code },
       })
     }
+    // Errors that are not refusals (a database outage) propagate unrecorded: the audit log
+    // would fail alike.
     throw error
   }
-  const { record } = outcome
+}
+
+/**
+ * Runs one operation and records it: success once the result exists (the caller is answered
+ * only after the record is durable), failure with the refusal's error code.
+ */
+export async function auditedOperation<T>(
+  audit: AuditLog,
+  actor: Actor,
+  attempt: { action: string; keyId: string | null },
+  operation: () => Promise<{ result: T; record: OperationRecord }>,
+): Promise<T> {
+  const { result, record } = await auditRefusals(audit, actor, attempt, operation)
   await audit.record({
     ...actor,
     action: record.action,
@@ -47,5 +56,5 @@ export async function auditedOperation<T>(
     outcome: 'success',
     ...(record.details ? { details: record.details } : {}),
   })
-  return outcome.result
+  return result
 }

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
-import { KeyIdParams, KeyVersion } from './crypto-schemas.ts'
+import { Base64, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
 import type { SignatureOptions } from './signing.ts'
 import type { SigningService } from './signing-service.ts'
 
@@ -34,10 +34,7 @@ const SchemeOptions = {
   ),
 }
 
-const Message = Type.String({
-  maxLength: MAX_MESSAGE_BASE64,
-  description: 'The message (or its digest), Base64',
-})
+const Message = Base64('The message (or its digest), Base64', MAX_MESSAGE_BASE64)
 
 const SignBody = Type.Object(
   {
@@ -63,7 +60,7 @@ const VerifyBody = Type.Object(
     keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
     keyVersion: Type.Optional(KeyVersion('The version that signed (default: the current version)')),
     message: Message,
-    signature: Type.String({ maxLength: 65_536, description: 'Base64' }),
+    signature: Base64('The signature, Base64', 65_536),
     ...SchemeOptions,
   },
   { additionalProperties: false },
@@ -87,7 +84,7 @@ const MacResponse = Type.Object({
 const MacVerifyBody = Type.Object(
   {
     data: Message,
-    mac: Type.String({ maxLength: 1024, description: 'Base64' }),
+    mac: Base64('The MAC, Base64', 1024),
     keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
   },
   { additionalProperties: false },

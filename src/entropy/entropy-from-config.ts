@@ -18,8 +18,8 @@ function client(
   logger: EntropyLogger,
 ): EntropyClient | undefined {
   if (!source) return undefined
-  const host = new URL(source.url)
-  if (host.protocol === 'http:' && !LOOPBACK.has(host.hostname)) {
+  const url = new URL(source.url)
+  if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
     // Allowed for an on-premises appliance, but the credential then crosses the network in clear.
     logger.warn({ source: name, protocol: source.protocol }, 'entropy source uses plain http')
   }

@@ -76,6 +76,9 @@ export async function getJson(request: JsonGet): Promise<unknown> {
       text = new TextDecoder('utf-8', { fatal: true }).decode(raw)
     } catch {
       throw rejection('invalid_json')
+    } finally {
+      // The body is entropy; the string copy cannot be wiped, this buffer can.
+      raw.fill(0)
     }
     try {
       return JSON.parse(text)
