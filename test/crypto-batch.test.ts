@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
+import { apiClient, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -38,7 +39,6 @@ interface EncryptItem {
   context?: string
 }
 
-const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 const b64 = (data: Buffer | string) => Buffer.from(data).toString('base64')
 const unb64 = (text: string) => Buffer.from(text, 'base64')
 
@@ -93,24 +93,17 @@ describe('encrypt and decrypt batches', () => {
     await svc?.stop()
   })
 
-  function call(method: string, path: string, body?: unknown, by: TenantWithKey | string = tenant) {
-    const key = typeof by === 'string' ? by : by.key
-    return svc.request(method, `/api/v1${path}`, { key, ...(body !== undefined ? { body } : {}) })
-  }
-
-  async function createKey(
+  const api = apiClient(() => ({ svc, tenant }))
+  const call = api.call
+  const createKey = async (
     algorithm: string,
     extra: Record<string, unknown> = {},
-    by: TenantWithKey = tenant,
+    by = tenant,
     keyType = 'Encryption',
-  ): Promise<string> {
-    const res = await call('POST', '/keys', { name: unique(algorithm), keyType, algorithm, ...extra }, by)
-    assert.equal(res.status, 201, res.text)
-    return res.body.id
-  }
+  ) => (await api.createKey(keyType, algorithm, extra, by)).id
 
   async function createApiKey(scopes: string[]): Promise<string> {
-    const res = await call('POST', '/api-keys', { name: unique('scoped'), scopes })
+    const res = await call('POST', '/api-keys', { name: uniqueName('scoped'), scopes })
     assert.equal(res.status, 201, res.text)
     return res.body.key
   }
@@ -315,7 +308,9 @@ describe('encrypt and decrypt batches', () => {
   })
 
   test('decrypt/batch: valid items open in order, every tampering is the same decryption_failed, Destroyed is key_state_conflict', async () => {
-    const plaintexts = Array.from({ length: 6 }, (_, i) => Buffer.from(`decrypt batch ${i} ${unique('p')}`))
+    const plaintexts = Array.from({ length: 6 }, (_, i) =>
+      Buffer.from(`decrypt batch ${i} ${uniqueName('p')}`),
+    )
     const context = 'ctx=decrypt-batch'
 
     // A key that is rotated: v1 envelopes from /encrypt and from /encrypt/batch.
@@ -561,7 +556,7 @@ describe('encrypt and decrypt batches', () => {
   })
 
   test('legacy mode: encrypt/batch returns only the compact ciphertext per item; decrypt/batch takes it back', async () => {
-    const plaintexts = Array.from({ length: 4 }, (_, i) => Buffer.from(`legacy ${i} ${unique('p')}`))
+    const plaintexts = Array.from({ length: 4 }, (_, i) => Buffer.from(`legacy ${i} ${uniqueName('p')}`))
     const items: EncryptItem[] = [
       { keyId: mlkem, plaintext: b64(plaintexts[0]!) },
       { keyId: rsa, plaintext: b64(plaintexts[1]!), context: 'ctx=legacy' },

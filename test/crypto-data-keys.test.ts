@@ -10,6 +10,7 @@ import { hmac } from '@noble/hashes/hmac.js'
 import { sha256, sha384, sha512 } from '@noble/hashes/sha2.js'
 import { ml_kem512, ml_kem768, ml_kem1024 } from '@noble/post-quantum/ml-kem.js'
 import { DAY_MS } from '../src/platform/clock.ts'
+import { apiClient, mapConcurrently, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -98,7 +99,6 @@ const RFC4231 = {
   },
 } as const
 
-const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 const b64 = (data: Uint8Array | string) => Buffer.from(data).toString('base64')
 const unb64 = (text: string) => Buffer.from(text, 'base64')
 
@@ -109,18 +109,6 @@ function flipBit(bytes: Buffer, bit: number): Buffer {
 }
 
 /** Runs `work` over `items` with at most `limit` in flight; results in input order. */
-async function mapConcurrently<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>) {
-  const results = new Array<R>(items.length)
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++
-      results[index] = await work(items[index]!)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return results
-}
 
 /** compact = uint16 BE length of encapsulatedKey || encapsulatedKey || nonce (12) || tag (16) || ciphertext */
 interface Compact {
@@ -236,22 +224,7 @@ describe('data keys, wrapping and MACs', () => {
     if (workDir) rmSync(workDir, { recursive: true, force: true })
   })
 
-  function call(method: string, path: string, body?: unknown, by: TenantWithKey | string = tenant) {
-    const key = typeof by === 'string' ? by : by.key
-    return svc.request(method, `/api/v1${path}`, { key, ...(body !== undefined ? { body } : {}) })
-  }
-
-  async function createKey(
-    keyType: 'Encryption' | 'Signing' | 'HMAC',
-    algorithm: string,
-    extra: Record<string, unknown> = {},
-    by: TenantWithKey = tenant,
-  ): Promise<KeyRef> {
-    const name = unique(algorithm.toLowerCase())
-    const res = await call('POST', '/keys', { name, keyType, algorithm, ...extra }, by)
-    assert.equal(res.status, 201, res.text)
-    return { id: res.body.id, name }
-  }
+  const { call, createKey } = apiClient(() => ({ svc, tenant }))
 
   async function ok(method: string, path: string, body?: unknown, by: TenantWithKey | string = tenant) {
     const res = await call(method, path, body, by)
@@ -307,7 +280,7 @@ describe('data keys, wrapping and MACs', () => {
   }
 
   async function createApiKey(scopes: string[]): Promise<string> {
-    const res = await call('POST', '/api-keys', { name: unique('scoped'), scopes })
+    const res = await call('POST', '/api-keys', { name: uniqueName('scoped'), scopes })
     assert.equal(res.status, 201, res.text)
     return res.body.key
   }
@@ -965,7 +938,7 @@ describe('data keys, wrapping and MACs', () => {
       for (const { algorithm } of HMAC_ALGORITHMS) {
         for (const secret of [RFC4231.case2.key, RFC4231.case6.key]) {
           const res = await call('POST', '/keys/import', {
-            name: unique('rfc4231-refused'),
+            name: uniqueName('rfc4231-refused'),
             keyType: 'HMAC',
             algorithm,
             format: 'RAW',
@@ -985,7 +958,7 @@ describe('data keys, wrapping and MACs', () => {
           ['cases 6 and 7, key hashed', hashed, [RFC4231.case6, RFC4231.case7]],
         ] as const) {
           const what = `${algorithm} ${name}`
-          const keyName = unique('rfc4231')
+          const keyName = uniqueName('rfc4231')
           const imported = await call('POST', '/keys/import', {
             name: keyName,
             keyType: 'HMAC',

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
+import { apiClient, mapConcurrently, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import {
   type AuditView,
@@ -49,7 +50,6 @@ const ALGORITHMS = [
   { algorithm: 'RSA-4096', scheme: 0x02, protectedBytes: 512 },
 ] as const
 
-const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 const b64 = (data: Buffer | string) => Buffer.from(data).toString('base64')
 const unb64 = (text: string) => Buffer.from(text, 'base64')
 
@@ -65,18 +65,6 @@ function decryptBody(envelope: Envelope, extra: Record<string, unknown> = {}): R
 }
 
 /** Runs `work` over `items` with at most `limit` in flight; results in input order. */
-async function mapConcurrently<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>) {
-  const results = new Array<R>(items.length)
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++
-      results[index] = await work(items[index]!)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return results
-}
 
 describe('encrypt and decrypt', () => {
   let svc: TestService
@@ -99,25 +87,10 @@ describe('encrypt and decrypt', () => {
     await svc?.stop()
   })
 
-  function call(method: string, path: string, body?: unknown, by: TenantWithKey | string = tenant) {
-    const key = typeof by === 'string' ? by : by.key
-    return svc.request(method, `/api/v1${path}`, { key, ...(body !== undefined ? { body } : {}) })
-  }
-
-  async function createKey(
-    algorithm: string,
-    extra: Record<string, unknown> = {},
-    by: TenantWithKey = tenant,
-  ): Promise<string> {
-    const res = await call(
-      'POST',
-      '/keys',
-      { name: unique(algorithm), keyType: 'Encryption', algorithm, ...extra },
-      by,
-    )
-    assert.equal(res.status, 201, res.text)
-    return res.body.id
-  }
+  const api = apiClient(() => ({ svc, tenant }))
+  const call = api.call
+  const createKey = async (algorithm: string, extra: Record<string, unknown> = {}, by = tenant) =>
+    (await api.createKey('Encryption', algorithm, extra, by)).id
 
   async function encrypt(
     body: Record<string, unknown>,
@@ -160,7 +133,7 @@ describe('encrypt and decrypt', () => {
   }
 
   async function createApiKey(scopes: string[]): Promise<string> {
-    const res = await call('POST', '/api-keys', { name: unique('scoped'), scopes })
+    const res = await call('POST', '/api-keys', { name: uniqueName('scoped'), scopes })
     assert.equal(res.status, 201, res.text)
     return res.body.key
   }
@@ -238,7 +211,7 @@ describe('encrypt and decrypt', () => {
 
     test('keyId must name an Encryption key of the tenant', async () => {
       const signing = await call('POST', '/keys', {
-        name: unique('sig'),
+        name: uniqueName('sig'),
         keyType: 'Signing',
         algorithm: 'Ed25519',
       })

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test'
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js'
 import { slh_dsa_sha2_128s } from '@noble/post-quantum/slh-dsa.js'
 import { DAY_MS } from '../src/platform/clock.ts'
+import { apiClient, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -75,7 +76,6 @@ const ALGORITHMS: readonly AlgorithmCase[] = [
 const EC_CASES = ALGORITHMS.filter((c) => c.family === 'ec')
 const RSA_CASES = ALGORITHMS.filter((c) => c.family === 'rsa')
 
-const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 const b64 = (data: Uint8Array | string) => Buffer.from(data).toString('base64')
 const unb64 = (text: string) => Buffer.from(text, 'base64')
 const digestOf = (hash: Hash, data: Buffer) => createHash(hash).update(data).digest()
@@ -155,21 +155,14 @@ describe('sign and verify', () => {
     await svc?.stop()
   })
 
-  function call(method: string, path: string, body?: unknown, by: TenantWithKey | string = tenant) {
-    const key = typeof by === 'string' ? by : by.key
-    return svc.request(method, `/api/v1${path}`, { key, ...(body !== undefined ? { body } : {}) })
-  }
-
-  async function createKey(
+  const api = apiClient(() => ({ svc, tenant }))
+  const call = api.call
+  const createKey = async (
     algorithm: string,
     extra: Record<string, unknown> = {},
-    by: TenantWithKey = tenant,
+    by = tenant,
     keyType = 'Signing',
-  ): Promise<string> {
-    const res = await call('POST', '/keys', { name: unique(algorithm), keyType, algorithm, ...extra }, by)
-    assert.equal(res.status, 201, res.text)
-    return res.body.id
-  }
+  ) => (await api.createKey(keyType, algorithm, extra, by)).id
 
   interface Signed {
     signature: string
@@ -238,7 +231,7 @@ describe('sign and verify', () => {
   }
 
   async function createApiKey(scopes: string[]): Promise<string> {
-    const res = await call('POST', '/api-keys', { name: unique('scoped'), scopes })
+    const res = await call('POST', '/api-keys', { name: uniqueName('scoped'), scopes })
     assert.equal(res.status, 201, res.text)
     return res.body.key
   }
@@ -684,7 +677,7 @@ describe('sign and verify', () => {
 
     async function importKey(algorithm: string, format: 'PEM' | 'RAW', keyMaterial: string): Promise<string> {
       const res = await call('POST', '/keys/import', {
-        name: unique(`imported-${algorithm}`),
+        name: uniqueName(`imported-${algorithm}`),
         keyType: 'Signing',
         algorithm,
         format,
