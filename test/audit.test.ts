@@ -604,19 +604,16 @@ describe('audit log: write timeout', () => {
     })
     try {
       await isLocked
-      const t0 = Date.now()
+      // The lock is held until `finally`: any answer before then shows the write timeout, not
+      // the lock's release, ended the wait (without the bound these calls would hang the test).
       const res = await svc.request('POST', '/api/v1/api-keys', {
         key: owner.key,
         body: { name: 'blocked', scopes: ['audit:read'] },
       })
-      const elapsed = Date.now() - t0
       assert.equal(res.status, 503, res.text)
       assert.equal(res.body.error, 'audit_unavailable')
-      assert.ok(elapsed >= 900, `waited for the lock (${elapsed} ms)`)
-      assert.ok(elapsed < 4000, `failed within a bounded time (${elapsed} ms)`)
 
       // The group-commit path is bounded too.
-      const t1 = Date.now()
       const recorded = await svc.api.services.audit
         .record({ tenantId: owner.tenantId, actor: 'system', action: 'test.locked', outcome: 'success' })
         .then(
@@ -625,7 +622,6 @@ describe('audit log: write timeout', () => {
         )
       assert.ok(recorded instanceof AppError, 'record() rejects while the table is locked')
       assert.equal(recorded.code, 'audit_unavailable')
-      assert.ok(Date.now() - t1 < 4000, `record() failed within a bounded time (${Date.now() - t1} ms)`)
     } finally {
       release()
       await holding

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
-import { apiClient, uniqueName } from './helpers/api-client.ts'
+import { apiClient, b64, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -38,9 +38,6 @@ interface EncryptItem {
   plaintext: string
   context?: string
 }
-
-const b64 = (data: Buffer | string) => Buffer.from(data).toString('base64')
-const unb64 = (text: string) => Buffer.from(text, 'base64')
 
 /** The decrypt-batch item for an envelope: its four binary fields, plus whatever `extra` adds. */
 function decryptItem(envelope: Envelope, extra: Record<string, unknown> = {}): Record<string, unknown> {

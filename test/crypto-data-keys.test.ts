@@ -10,7 +10,7 @@ import { hmac } from '@noble/hashes/hmac.js'
 import { sha256, sha384, sha512 } from '@noble/hashes/sha2.js'
 import { ml_kem512, ml_kem768, ml_kem1024 } from '@noble/post-quantum/ml-kem.js'
 import { DAY_MS } from '../src/platform/clock.ts'
-import { apiClient, mapConcurrently, uniqueName } from './helpers/api-client.ts'
+import { apiClient, b64, mapConcurrently, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -98,9 +98,6 @@ const RFC4231 = {
     },
   },
 } as const
-
-const b64 = (data: Uint8Array | string) => Buffer.from(data).toString('base64')
-const unb64 = (text: string) => Buffer.from(text, 'base64')
 
 function flipBit(bytes: Buffer, bit: number): Buffer {
   const copy = Buffer.from(bytes)

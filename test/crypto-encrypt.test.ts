@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
-import { apiClient, mapConcurrently, uniqueName } from './helpers/api-client.ts'
+import { apiClient, b64, mapConcurrently, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import {
   type AuditView,
@@ -49,9 +49,6 @@ const ALGORITHMS = [
   { algorithm: 'RSA-3072', scheme: 0x02, protectedBytes: 384 },
   { algorithm: 'RSA-4096', scheme: 0x02, protectedBytes: 512 },
 ] as const
-
-const b64 = (data: Buffer | string) => Buffer.from(data).toString('base64')
-const unb64 = (text: string) => Buffer.from(text, 'base64')
 
 /** The decrypt request for an envelope: its four binary fields, plus whatever `extra` adds. */
 function decryptBody(envelope: Envelope, extra: Record<string, unknown> = {}): Record<string, unknown> {

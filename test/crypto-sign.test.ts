@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test'
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js'
 import { slh_dsa_sha2_128s } from '@noble/post-quantum/slh-dsa.js'
 import { DAY_MS } from '../src/platform/clock.ts'
-import { apiClient, uniqueName } from './helpers/api-client.ts'
+import { apiClient, b64, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -76,8 +76,6 @@ const ALGORITHMS: readonly AlgorithmCase[] = [
 const EC_CASES = ALGORITHMS.filter((c) => c.family === 'ec')
 const RSA_CASES = ALGORITHMS.filter((c) => c.family === 'rsa')
 
-const b64 = (data: Uint8Array | string) => Buffer.from(data).toString('base64')
-const unb64 = (text: string) => Buffer.from(text, 'base64')
 const digestOf = (hash: Hash, data: Buffer) => createHash(hash).update(data).digest()
 
 /** The same bytes with one bit flipped. */

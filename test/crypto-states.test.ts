@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { DAY_MS } from '../src/platform/clock.ts'
+import { b64, unb64 } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
@@ -23,8 +24,6 @@ import { type HttpResult, startTestService, type TenantWithKey, type TestService
 const STATES = ['Active', 'Expired', 'Revoked', 'Pending Deletion', 'Destroyed'] as const
 type State = (typeof STATES)[number]
 
-const b64 = (data: Buffer | string) => Buffer.from(data).toString('base64')
-const unb64 = (text: string) => Buffer.from(text, 'base64')
 const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 
 interface Envelope {

@@ -3,10 +3,16 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
-import { DECRYPT_STATES, ENCRYPT_STATES, stateConflict } from '../keys/key-state.ts'
+import { ENCRYPT_STATES } from '../keys/key-state.ts'
+import type { KeyRow } from '../keys/key-store.ts'
 import { AppError } from '../platform/errors.ts'
-import { decryptionFailed, type EncryptResult, type OpenRequest } from './crypto-service.ts'
-import { decodeHeader, HEADER_BYTES, SCHEME, type SealedEnvelope } from './envelope.ts'
+import {
+  decryptionFailed,
+  type EncryptResult,
+  locateEnvelopeKey,
+  type OpenRequest,
+} from './crypto-service.ts'
+import { SCHEME } from './envelope.ts'
 import { type OpenItem, openMany, randomBytesNeeded, type SealItem, sealMany } from './envelope-batch.ts'
 import type { KeyResolver } from './key-resolver.ts'
 
@@ -201,47 +207,30 @@ export function createBatchService(deps: {
           refuse(at, item, null, null)
           continue
         }
-        const envelope: SealedEnvelope = item.envelope
-        const header = decodeHeader(envelope.encapsulatedKey.subarray(0, HEADER_BYTES))
-        if (
-          !header ||
-          (item.keyId && item.keyId.toLowerCase() !== header.keyId) ||
-          (item.keyVersion !== undefined && item.keyVersion !== header.keyVersion)
-        ) {
-          refuse(at, decryptionFailed(), item.keyId ?? null, null)
-          continue
-        }
-        let row: Awaited<ReturnType<KeyResolver['findRow']>>
+        // The single /decrypt's checks, so an item fails exactly as that request would.
+        const target: { keyId: string | null; keyVersion?: number | null } = { keyId: item.keyId ?? null }
+        let located: { row: KeyRow; version: number }
         try {
-          row = await findRow(header.keyId)
+          located = await locateEnvelopeKey(item, findRow, keys.state, 'decrypt', target)
         } catch (error) {
           if (!(error instanceof AppError) || error.statusCode >= 500) throw error
-          refuse(at, decryptionFailed(), header.keyId, header.keyVersion)
+          refuse(at, error, target.keyId, target.keyVersion ?? null)
           continue
         }
-        // The order of checks is the single /decrypt's, so an item fails as that request would.
-        if (header.keyVersion > row.current_version) {
-          refuse(at, decryptionFailed(), row.id, header.keyVersion)
-          continue
-        }
-        const state = keys.state(row)
-        if (!DECRYPT_STATES.includes(state)) {
-          refuse(at, stateConflict(state, 'decrypt'), row.id, header.keyVersion)
-          continue
-        }
-        const opened = await openVersion(`${row.id}/${header.keyVersion}`)
+        const { row, version } = located
+        const opened = await openVersion(`${row.id}/${version}`)
         if (!opened) {
-          refuse(at, decryptionFailed(), row.id, header.keyVersion)
+          refuse(at, decryptionFailed(), row.id, version)
           continue
         }
         work.push({
           at,
           keyId: row.id,
-          keyVersion: header.keyVersion,
+          keyVersion: version,
           item: {
             key: keyObjects.indexOf(opened.secretKey),
             purpose: 'encrypt',
-            envelope,
+            envelope: item.envelope,
             context: item.context,
           },
         })

@@ -1,7 +1,8 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
-import { DECRYPT_STATES, ENCRYPT_STATES, requireState } from '../keys/key-state.ts'
+import { DECRYPT_STATES, ENCRYPT_STATES, type KeyState, requireState } from '../keys/key-state.ts'
+import type { KeyRow } from '../keys/key-store.ts'
 import { AppError } from '../platform/errors.ts'
 import {
   decodeHeader,
@@ -14,7 +15,7 @@ import {
   sealEnvelope,
 } from './envelope.ts'
 import type { KeyResolver, UsableKey } from './key-resolver.ts'
-import { auditedOperation, auditRefusals } from './operation-audit.ts'
+import { type AuditTarget, auditedOperation } from './operation-audit.ts'
 
 export interface EncryptResult extends SealedEnvelope {
   keyId: string
@@ -61,6 +62,42 @@ export interface CryptoService {
 /** One answer for every way decryption can fail, so the error says nothing about which part was wrong. */
 export const decryptionFailed = () =>
   new AppError(400, 'decryption_failed', 'The ciphertext cannot be decrypted with this key and context')
+
+/**
+ * The checks every decryption makes before any cryptography, in one order shared by /decrypt,
+ * unwrap and decrypt batches, so a batch item fails exactly as the single request would: the
+ * header, the caller's keyId/keyVersion cross-checks, the key (any lookup failure: unknown,
+ * another tenant's, wrong type), the version, then the state, the one failure told apart
+ * (spec section 3). `target` learns the key and version as they become known, for the audit.
+ */
+export async function locateEnvelopeKey(
+  input: OpenRequest,
+  findRow: (keyId: string) => Promise<KeyRow>,
+  stateOf: (row: KeyRow) => KeyState,
+  operation: string,
+  target: Pick<AuditTarget, 'keyId' | 'keyVersion'>,
+): Promise<{ row: KeyRow; version: number }> {
+  const header = decodeHeader(input.envelope.encapsulatedKey.subarray(0, HEADER_BYTES))
+  if (
+    !header ||
+    (input.keyId && input.keyId.toLowerCase() !== header.keyId) ||
+    (input.keyVersion !== undefined && input.keyVersion !== header.keyVersion)
+  ) {
+    throw decryptionFailed()
+  }
+  target.keyId = header.keyId
+  target.keyVersion = header.keyVersion
+  let row: KeyRow
+  try {
+    row = await findRow(header.keyId)
+  } catch (error) {
+    if (error instanceof AppError && error.statusCode < 500) throw decryptionFailed()
+    throw error
+  }
+  if (header.keyVersion > row.current_version) throw decryptionFailed()
+  requireState(stateOf(row), DECRYPT_STATES, operation)
+  return { row, version: header.keyVersion }
+}
 
 const ACTIONS = {
   encrypt: { seal: 'crypto.encrypt', open: 'crypto.decrypt' },
@@ -118,88 +155,53 @@ export function createCryptoService(deps: {
   }
 
   /**
-   * The envelope names its key and version; the caller's keyId/keyVersion only cross-check them.
-   * Every mismatch, unknown key, other tenant's key or failed authentication is the same
-   * decryption_failed; only a state that forbids decryption is told apart (spec section 3).
+   * Decrypt and unwrap. For unwrap the path names the key resource: like every /keys/{keyId}
+   * route an unknown or other tenant's key is 404, and material it did not wrap is then
+   * decryption_failed like every other mismatch.
    */
-  async function openWith(actor: Actor, purpose: EnvelopePurpose, input: OpenRequest): Promise<OpenResult> {
+  function openWith(
+    actor: Actor,
+    purpose: EnvelopePurpose,
+    input: OpenRequest,
+    pathKeyId?: string,
+  ): Promise<OpenResult> {
     const action = ACTIONS[purpose].open
-    const header = decodeHeader(input.envelope.encapsulatedKey.subarray(0, HEADER_BYTES))
-    const refuse = async (keyId: string | null, keyVersion: number | null) => {
-      await audit.record({
-        ...actor,
-        action,
-        resource: keyId ? `key:${keyId}` : null,
-        keyVersion,
-        outcome: 'failure',
-        details: { error: 'decryption_failed' },
-      })
-      return decryptionFailed()
-    }
-    if (
-      !header ||
-      (input.keyId && input.keyId.toLowerCase() !== header.keyId) ||
-      (input.keyVersion !== undefined && input.keyVersion !== header.keyVersion)
-    ) {
-      throw await refuse(input.keyId ?? null, null)
-    }
-    let row: Awaited<ReturnType<KeyResolver['findRow']>>
-    try {
-      row = await keys.findRow(actor.tenantId, header.keyId, 'Encryption')
-    } catch (error) {
-      if (error instanceof AppError && error.statusCode < 500)
-        throw await refuse(header.keyId, header.keyVersion)
-      throw error
-    }
-    if (header.keyVersion > row.current_version) throw await refuse(row.id, header.keyVersion)
-    const state = keys.state(row)
-    if (!DECRYPT_STATES.includes(state)) {
-      await audit.record({
-        ...actor,
-        action,
-        resource: `key:${row.id}`,
-        keyVersion: header.keyVersion,
-        outcome: 'failure',
-        details: { error: 'key_state_conflict' },
-      })
-      requireState(state, DECRYPT_STATES, purpose === 'wrap' ? 'unwrap' : 'decrypt')
-    }
-    const opened = await keys.open(actor.tenantId, row, header.keyVersion)
-    if (!opened) throw await refuse(row.id, header.keyVersion)
-    let plaintext: Buffer
-    try {
-      plaintext = openEnvelope({
-        purpose,
-        envelope: input.envelope,
-        privateKey: opened.secretKey,
-        context: input.context,
-      })
-    } catch (error) {
-      if (error instanceof EnvelopeError) throw await refuse(row.id, header.keyVersion)
-      throw error
-    }
-    await audit.record({
-      ...actor,
-      action,
-      resource: `key:${row.id}`,
-      keyVersion: header.keyVersion,
-      outcome: 'success',
+    const target: AuditTarget = { action, keyId: pathKeyId ?? input.keyId ?? null, keyVersion: null }
+    return auditedOperation(audit, actor, target, async () => {
+      const pathRow = pathKeyId ? await keys.findRow(actor.tenantId, pathKeyId, 'Encryption') : undefined
+      const { row, version } = await locateEnvelopeKey(
+        input,
+        pathRow ? async () => pathRow : (keyId) => keys.findRow(actor.tenantId, keyId, 'Encryption'),
+        keys.state,
+        purpose === 'wrap' ? 'unwrap' : 'decrypt',
+        target,
+      )
+      const opened = await keys.open(actor.tenantId, row, version)
+      if (!opened) throw decryptionFailed()
+      let plaintext: Buffer
+      try {
+        plaintext = openEnvelope({
+          purpose,
+          envelope: input.envelope,
+          privateKey: opened.secretKey,
+          context: input.context,
+        })
+      } catch (error) {
+        if (error instanceof EnvelopeError) throw decryptionFailed()
+        throw error
+      }
+      return {
+        result: { plaintext, keyId: row.id, keyVersion: version },
+        record: { action, keyId: row.id, keyVersion: version },
+      }
     })
-    return { plaintext, keyId: row.id, keyVersion: header.keyVersion }
   }
 
   return {
     encrypt: (actor, input) => sealWith(actor, 'encrypt', input),
     decrypt: (actor, input) => openWith(actor, 'encrypt', input),
     wrap: (actor, input) => sealWith(actor, 'wrap', input),
-    async unwrap(actor, input) {
-      // The path names a key resource: like every /keys/{keyId} route, an unknown key or another
-      // tenant's is 404. Whether the wrapped material belongs to it is then decryption_failed.
-      await auditRefusals(audit, actor, { action: 'crypto.unwrap', keyId: input.keyId }, () =>
-        keys.findRow(actor.tenantId, input.keyId, 'Encryption'),
-      )
-      return openWith(actor, 'wrap', input)
-    },
+    unwrap: (actor, input) => openWith(actor, 'wrap', input, input.keyId),
 
     generateDataKey(actor, input) {
       const action = 'crypto.generate_data_key'

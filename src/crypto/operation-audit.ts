@@ -11,43 +11,45 @@ export interface OperationRecord {
   details?: NonNullable<AuditEntry['details']>
 }
 
-/** Runs a step of an operation; a refusal (a 4xx AppError) is recorded as a failure with its code. */
-export async function auditRefusals<T>(
+/**
+ * What a refusal is recorded against. An operation may fill in the key and version as it learns
+ * them (a decryption reads them from the envelope), so its refusals name them.
+ */
+export interface AuditTarget {
+  action: string
+  keyId: string | null
+  keyVersion?: number | null
+}
+
+/**
+ * Runs one operation and records it: success once the result exists (the caller is answered
+ * only after the record is durable), a refusal (a 4xx AppError) as a failure with its code.
+ * Errors that are not refusals (a database outage) propagate unrecorded: the audit log would
+ * fail alike.
+ */
+export async function auditedOperation<T>(
   audit: AuditLog,
   actor: Actor,
-  attempt: { action: string; keyId: string | null },
-  step: () => Promise<T>,
+  attempt: AuditTarget,
+  operation: () => Promise<{ result: T; record: OperationRecord }>,
 ): Promise<T> {
+  let outcome: { result: T; record: OperationRecord }
   try {
-    return await step()
+    outcome = await operation()
   } catch (error) {
     if (error instanceof AppError && error.statusCode < 500) {
       await audit.record({
         ...actor,
         action: attempt.action,
         resource: attempt.keyId ? `key:${attempt.keyId}` : null,
-        keyVersion: null,
+        keyVersion: attempt.keyVersion ?? null,
         outcome: 'failure',
         details: { error: error.code },
       })
     }
-    // Errors that are not refusals (a database outage) propagate unrecorded: the audit log
-    // would fail alike.
     throw error
   }
-}
-
-/**
- * Runs one operation and records it: success once the result exists (the caller is answered
- * only after the record is durable), failure with the refusal's error code.
- */
-export async function auditedOperation<T>(
-  audit: AuditLog,
-  actor: Actor,
-  attempt: { action: string; keyId: string | null },
-  operation: () => Promise<{ result: T; record: OperationRecord }>,
-): Promise<T> {
-  const { result, record } = await auditRefusals(audit, actor, attempt, operation)
+  const { result, record } = outcome
   await audit.record({
     ...actor,
     action: record.action,

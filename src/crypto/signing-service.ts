@@ -12,7 +12,6 @@ import {
   checkDigest,
   createSignature,
   type SignatureOptions,
-  SignatureRequestError,
   schemeName,
   verifySignature,
 } from './signing.ts'
@@ -65,9 +64,6 @@ function runsInPool(spec: NodeKeySpec, options: SignatureOptions, operation: 'si
   return spec.kind === 'ec' && options.messageType === 'DIGEST'
 }
 
-const asRequestError = (error: unknown) =>
-  error instanceof SignatureRequestError ? new AppError(400, error.code, error.message) : error
-
 export function createSigningService(deps: {
   audit: AuditLog
   keys: KeyResolver
@@ -87,22 +83,16 @@ export function createSigningService(deps: {
           operation: 'sign',
         })
         const random = deps.random.bytes(32)
-        let signature: Buffer
-        try {
-          // Checked here: an error thrown in a worker thread loses its class on the way back.
-          checkDigest(key.spec, input.options, input.message)
-          signature = runsInPool(key.spec, input.options, 'sign')
-            ? await pool.sign({
-                spec: key.spec,
-                key: key.opened.secretKey,
-                message: input.message,
-                options: input.options,
-                random,
-              })
-            : createSignature(key.spec, key.opened.secretKey, input.message, input.options, () => random)
-        } catch (error) {
-          throw asRequestError(error)
-        }
+        checkDigest(key.spec, input.options, input.message)
+        const signature = runsInPool(key.spec, input.options, 'sign')
+          ? await pool.sign({
+              spec: key.spec,
+              key: key.opened.secretKey,
+              message: input.message,
+              options: input.options,
+              random,
+            })
+          : createSignature(key.spec, key.opened.secretKey, input.message, input.options, () => random)
         const signingScheme = schemeName(key.spec, input.options)
         return {
           result: {
@@ -133,21 +123,16 @@ export function createSigningService(deps: {
           version: input.keyVersion,
         })
         const publicKey = key.opened.publicKey!
-        let valid: boolean
-        try {
-          checkDigest(key.spec, input.options, input.message)
-          valid = runsInPool(key.spec, input.options, 'verify')
-            ? await pool.verify({
-                spec: key.spec,
-                key: publicKey,
-                message: input.message,
-                signature: input.signature,
-                options: input.options,
-              })
-            : verifySignature(key.spec, publicKey, input.message, input.signature, input.options)
-        } catch (error) {
-          throw asRequestError(error)
-        }
+        checkDigest(key.spec, input.options, input.message)
+        const valid = runsInPool(key.spec, input.options, 'verify')
+          ? await pool.verify({
+              spec: key.spec,
+              key: publicKey,
+              message: input.message,
+              signature: input.signature,
+              options: input.options,
+            })
+          : verifySignature(key.spec, publicKey, input.message, input.signature, input.options)
         return {
           result: { valid, keyId: key.row.id, keyVersion: key.version },
           record: { action, keyId: key.row.id, keyVersion: key.version, details: { valid } },

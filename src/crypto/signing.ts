@@ -10,6 +10,7 @@ import {
 } from 'node:crypto'
 import { p256, p384, p521 } from '@noble/curves/nist.js'
 import type { NodeKeySpec } from '../keys/algorithms.ts'
+import { AppError } from '../platform/errors.ts'
 
 /**
  * Signature schemes (DESIGN "Signing algorithms"): RSA signs with RSASSA-PSS/SHA-256 (salt
@@ -27,15 +28,6 @@ export interface SignatureOptions {
   messageType: MessageType
   rsaPadding: RsaPadding
   signatureFormat: SignatureFormat
-}
-
-/** A request the key cannot serve; carries an error code for the API. */
-export class SignatureRequestError extends Error {
-  readonly code: string
-  constructor(code: string, message: string) {
-    super(message)
-    this.code = code
-  }
 }
 
 const PSS_SALT_BYTES = 32
@@ -74,18 +66,23 @@ const PURE_SCHEME_NAMES: Partial<Record<NodeKeySpec['kind'], string>> = {
   ed25519: 'Ed25519',
 }
 
-/** Throws SignatureRequestError for pre-hashed input the key cannot take; run before any pool hand-off. */
+/**
+ * Refuses pre-hashed input the key cannot take. Callers check before signing or verifying (on
+ * the main thread: an error thrown in a worker thread loses its class on the way back).
+ */
 export function checkDigest(spec: NodeKeySpec, options: SignatureOptions, message: Buffer): void {
   if (options.messageType !== 'DIGEST') return
   const hash = schemeHash(spec)
   if (!hash) {
-    throw new SignatureRequestError(
+    throw new AppError(
+      400,
       'digest_not_supported',
       'Pre-hashed input is only for RSA and ECDSA keys; this algorithm signs the message itself',
     )
   }
   if (message.length !== DIGEST_BYTES[hash]) {
-    throw new SignatureRequestError(
+    throw new AppError(
+      400,
       'invalid_digest',
       `A ${hash.toUpperCase()} digest of ${DIGEST_BYTES[hash]} bytes is expected, got ${message.length} bytes`,
     )
@@ -106,7 +103,6 @@ export function createSignature(
   /** Fresh random bytes (the PSS salt of a pre-hashed RSA signature). */
   random: (length: number) => Buffer,
 ): Buffer {
-  checkDigest(spec, options, message)
   const digest = options.messageType === 'DIGEST'
   if (spec.kind === 'rsa') {
     if (!digest) return sign('sha256', message, rsaOptions(privateKey, options.rsaPadding, PSS_SALT_BYTES))
@@ -151,7 +147,6 @@ export function verifySignature(
   signature: Buffer,
   options: SignatureOptions,
 ): boolean {
-  checkDigest(spec, options, message)
   const digest = options.messageType === 'DIGEST'
   try {
     if (spec.kind === 'rsa') {

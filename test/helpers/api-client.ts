@@ -2,6 +2,9 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { HttpResult, TenantWithKey, TestService } from './service.ts'
 
+export const b64 = (data: Uint8Array | string) => Buffer.from(data).toString('base64')
+export const unb64 = (text: string) => Buffer.from(text, 'base64')
+
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`
 
 /** Runs `work` over `items` with at most `limit` in flight; results in item order. */
