@@ -34,7 +34,9 @@ export async function startApiProcess(
     batches: services.batches,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
+    accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),
+    eventLoop: services.eventLoop,
   })
   const url = await app.listen({ host: config.host, port: config.port })
   let stopping: Promise<void> | undefined

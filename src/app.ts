@@ -19,6 +19,7 @@ import { dataKeyRoutes } from './crypto/data-key-routes.ts'
 import { signingRoutes } from './crypto/signing-routes.ts'
 import type { SigningService } from './crypto/signing-service.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
+import type { EventLoopMonitor } from './health/event-loop-monitor.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
@@ -41,7 +42,10 @@ export interface AppDeps {
   batches: BatchService
   version: string
   bodyLimitBytes: number
+  /** One info line per request (otherwise at debug level). */
+  accessLog: boolean
   entropyStatus: () => EntropyStatus
+  eventLoop: EventLoopMonitor
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -56,6 +60,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
     requestIdHeader: false,
+    // One access-log line per request (the onResponse hook below) instead of Fastify's two.
+    disableRequestLogging: true,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Long path parameters reach schema validation (400 after authentication) instead of
@@ -75,11 +81,32 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: Fastify's built-in text/plain parser would let a text body reach the routes.
   app.removeContentTypeParser('text/plain')
   installErrorHandlers(app)
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback hooks: an async hook costs a promise per request on the hottest path.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
+  })
+  // Every cryptographic operation and change already has its audit record; the access log line
+  // costs about 7% of a process's CPU on the encrypt path, so it is at debug level unless
+  // KMS_ACCESS_LOG asks for it at info (bench/RESULTS.md).
+  const accessLogLevel = deps.accessLog ? 'info' : 'debug'
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log[accessLogLevel](
+      {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request completed',
+    )
+    done()
   })
 
   await app.register(swagger, {
+    // `format: 'unsafe'` is a serializer hint (crypto-schemas.ts Base64Output), not API.
+    transformObject: (document) =>
+      withoutSerializerHints('openapiObject' in document ? document.openapiObject : document.swaggerObject),
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -114,4 +141,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: API_PREFIX },
   )
   return app
+}
+
+function withoutSerializerHints<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(withoutSerializerHints) as T
+  if (value === null || typeof value !== 'object') return value
+  const out: Record<string, unknown> = {}
+  for (const [key, field] of Object.entries(value)) {
+    if (key === 'format' && field === 'unsafe') continue
+    out[key] = withoutSerializerHints(field)
+  }
+  return out as T
 }

@@ -20,7 +20,11 @@ export interface Config {
   production: boolean
   apiProcesses: number
   logLevel: string
+  /** Log every request at info level (otherwise at debug). */
+  accessLog: boolean
   apiKeyCacheTtlMs: number
+  /** Key rows read by cryptographic operations: the bound on staleness if Redis misses an invalidation. */
+  keyCacheTtlMs: number
   /** Upper bound on one audit write (group commit) before the operation fails with 503. */
   auditWriteTimeoutMs: number
   bodyLimitBytes: number
@@ -168,7 +172,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     production,
     apiProcesses: integer(env, 'KMS_API_PROCESSES', availableParallelism(), 1, 256),
     logLevel: env['LOG_LEVEL'] || 'info',
+    accessLog: flag(env, 'KMS_ACCESS_LOG', false),
     apiKeyCacheTtlMs: integer(env, 'KMS_API_KEY_CACHE_TTL_MS', 5000, 0, 600_000),
+    keyCacheTtlMs: integer(env, 'KMS_KEY_CACHE_TTL_MS', 2000, 0, 600_000),
     auditWriteTimeoutMs: integer(env, 'KMS_AUDIT_WRITE_TIMEOUT_MS', 5000, 100, 120_000),
     bodyLimitBytes: integer(env, 'KMS_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     bootstrap: flag(env, 'KMS_BOOTSTRAP', true),

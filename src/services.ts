@@ -12,8 +12,10 @@ import { createSigningService, type SigningService } from './crypto/signing-serv
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
+import { createEventLoopMonitor, type EventLoopMonitor } from './health/event-loop-monitor.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
+import { createKeyCache } from './keys/key-cache.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
@@ -39,6 +41,7 @@ export interface Services {
   crypto: CryptoService
   signing: SigningService
   batches: BatchService
+  eventLoop: EventLoopMonitor
   close(): Promise<void>
 }
 
@@ -67,12 +70,14 @@ export async function createServices(
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
   const cryptoPool = createCryptoPool()
-  const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock })
+  const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
+  const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
   const random = createEntropyChainFromConfig(config.entropy, logger.child({ component: 'entropy' }))
   const keyObjects = createKeyObjectCache({ sql, tenantKeks })
-  const keyResolver = createKeyResolver({ sql, keyObjects, clock })
+  const keyResolver = createKeyResolver({ keyCache, keyObjects, clock })
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
   const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
+  const eventLoop = createEventLoopMonitor()
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
 
   return {
@@ -93,7 +98,9 @@ export async function createServices(
     crypto,
     signing,
     batches,
+    eventLoop,
     async close() {
+      eventLoop.stop()
       random.close()
       await audit.flush()
       await cryptoPool.destroy()

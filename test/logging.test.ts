@@ -16,7 +16,8 @@ let svc: SpawnedService
 
 before(async () => {
   owner = await startTestService()
-  svc = await spawnService({ ...owner.env, LOG_LEVEL: 'debug' })
+  // The access log is opt-in at info level: on here, so every request leaves a line to inspect.
+  svc = await spawnService({ ...owner.env, LOG_LEVEL: 'debug', KMS_ACCESS_LOG: 'true' })
 })
 after(async () => {
   await svc?.stop()

@@ -32,11 +32,19 @@ export interface AuditRow {
   details: Record<string, unknown> | null
 }
 
+/**
+ * One statement for any number of records: the batch travels as one JSON document that
+ * PostgreSQL unpacks (jsonb_to_recordset). The statement is prepared once per connection, where
+ * a multi-row VALUES list is a new statement, with its own parse and describe round trip, for
+ * every batch size the group commit produces; and JSON.stringify is native, where postgres.js
+ * would serialise every value of every column in JavaScript.
+ */
 export async function insertAuditEntries(db: Queryable, entries: readonly AuditEntry[]): Promise<void> {
   if (entries.length === 0) return
-  const rows = entries.map((e) => ({
+  const now = new Date()
+  const records = entries.map((e) => ({
     tenant_id: e.tenantId,
-    occurred_at: e.occurredAt ?? new Date(),
+    occurred_at: e.occurredAt ?? now,
     actor: e.actor,
     action: e.action,
     resource: e.resource ?? null,
@@ -44,9 +52,16 @@ export async function insertAuditEntries(db: Queryable, entries: readonly AuditE
     outcome: e.outcome,
     request_id: e.requestId ?? null,
     client_ip: e.clientIp ?? null,
-    details: e.details ? db.json(e.details) : null,
+    details: e.details ?? null,
   }))
-  await db`INSERT INTO audit_log ${db(rows)}`
+  await db`
+    INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
+                           request_id, client_ip, details)
+    SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
+           details
+    FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
+      tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
+      key_version integer, outcome text, request_id text, client_ip text, details jsonb)`
 }
 
 export interface AuditFilter {

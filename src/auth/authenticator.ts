@@ -1,5 +1,6 @@
 import type { Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import { createReadThroughCache } from '../platform/read-through-cache.ts'
 import { apiKeyMatches, lookupIdOf } from './api-key-format.ts'
 import { type ApiKeyRow, findApiKeyByLookupId } from './api-key-store.ts'
 import type { Scope } from './scopes.ts'
@@ -12,11 +13,6 @@ export interface Principal {
 }
 
 export const API_KEY_INVALIDATION_TOPIC = 'api-key'
-
-interface CacheEntry {
-  row: ApiKeyRow | null
-  fetchedAt: number
-}
 
 export interface Authenticator {
   authenticate(presented: string): Promise<Principal | undefined>
@@ -37,47 +33,18 @@ export function createAuthenticator(deps: {
   now?: () => number
   maxEntries?: number
 }): Authenticator {
-  const cache = new Map<string, CacheEntry>()
-  const inflight = new Map<string, Promise<ApiKeyRow | null>>()
   const now = deps.now ?? Date.now
-  const maxEntries = deps.maxEntries ?? 50_000
-
-  // Bumped by every invalidation, so a lookup that started before it cannot cache a stale row.
-  let generation = 0
-  const drop = (lookupId: string) => {
-    generation++
-    cache.delete(lookupId)
-    inflight.delete(lookupId)
-  }
-  deps.bus.subscribe(API_KEY_INVALIDATION_TOPIC, drop)
-  deps.bus.onResync(() => {
-    generation++
-    cache.clear()
-    inflight.clear()
+  const cache = createReadThroughCache<ApiKeyRow | null>({
+    ttlMs: deps.ttlMs,
+    maxEntries: deps.maxEntries ?? 50_000,
+    now,
   })
+  deps.bus.subscribe(API_KEY_INVALIDATION_TOPIC, (lookupId) => cache.dropGroup(lookupId))
+  deps.bus.onResync(() => cache.clear())
 
-  async function load(lookupId: string): Promise<ApiKeyRow | null> {
-    const cached = cache.get(lookupId)
-    if (cached && now() - cached.fetchedAt < deps.ttlMs) return cached.row
-    // One query per key however many requests arrive at once.
-    let pending = inflight.get(lookupId)
-    if (!pending) {
-      const startedAt = generation
-      const query = findApiKeyByLookupId(deps.sql, lookupId).then((row) => {
-        const fetched = row ?? null
-        if (generation === startedAt) {
-          if (cache.size >= maxEntries) cache.delete(cache.keys().next().value!)
-          cache.set(lookupId, { row: fetched, fetchedAt: now() })
-        }
-        return fetched
-      })
-      pending = query.finally(() => {
-        if (inflight.get(lookupId) === pending) inflight.delete(lookupId)
-      })
-      inflight.set(lookupId, pending)
-    }
-    return pending
-  }
+  // One query per key however many requests arrive at once.
+  const load = (lookupId: string) =>
+    cache.get(lookupId, '', async () => (await findApiKeyByLookupId(deps.sql, lookupId)) ?? null)
 
   return {
     async authenticate(presented) {
@@ -90,7 +57,7 @@ export function createAuthenticator(deps: {
       return { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
     },
     async invalidate(lookupId) {
-      drop(lookupId)
+      cache.dropGroup(lookupId)
       await deps.bus.publish(API_KEY_INVALIDATION_TOPIC, lookupId)
     },
   }

@@ -7,6 +7,7 @@ import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
 import {
   Base64,
+  Base64Output,
   Context,
   CRYPTO_BODY_LIMIT_BYTES,
   contextBytes,
@@ -93,7 +94,7 @@ const DecryptBatchResponse = Type.Object({
     Type.Union([
       Type.Object({
         ok: Type.Literal(true),
-        plaintext: Type.String({ description: 'Base64' }),
+        plaintext: Base64Output('Base64'),
         keyId: Uuid('The key that decrypted'),
         keyVersion: Type.Integer(),
       }),

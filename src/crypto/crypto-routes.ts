@@ -5,6 +5,7 @@ import { decodeBase64Field } from '../platform/base64.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
+  Base64Output,
   Context,
   CRYPTO_BODY_LIMIT_BYTES,
   contextBytes,
@@ -51,7 +52,7 @@ const DecryptBody = Type.Object(
 )
 
 const DecryptResponse = Type.Object({
-  plaintext: Type.String({ description: 'Base64' }),
+  plaintext: Base64Output('Base64'),
   keyId: Uuid('The key that decrypted'),
   keyVersion: Type.Integer(),
 })

@@ -30,6 +30,14 @@ export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES,
     description,
   })
 
+/**
+ * A Base64 string the service produces. `format: 'unsafe'` tells the serializer
+ * (fast-json-stringify) to skip its escape scan, which Base64 never needs and which cost 9% of
+ * the CPU of a 1 MB encrypt; app.ts drops the marker from the OpenAPI document.
+ */
+export const Base64Output = (description: string) =>
+  Type.String({ format: 'unsafe', contentEncoding: 'base64', 'x-content-encoding': 'base64', description })
+
 export const Context = Type.Optional(
   Type.String({
     maxLength: 8192,
@@ -54,21 +62,14 @@ export const Mode = Type.Optional(
 
 /** The envelope parts as /encrypt returns them and /decrypt takes them back. */
 export const EnvelopeFields = {
-  ciphertext: Type.String({
-    description: 'AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope)',
-  }),
+  ciphertext: Base64Output('AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope)'),
   encapsulatedKey: Type.Optional(
-    Type.String({
-      description:
-        'Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)',
-    }),
+    Base64Output(
+      'Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)',
+    ),
   ),
-  nonce: Type.Optional(
-    Type.String({ description: 'AES-GCM nonce (12 bytes), Base64 (absent in legacy mode)' }),
-  ),
-  tag: Type.Optional(
-    Type.String({ description: 'AES-GCM authentication tag (16 bytes), Base64 (absent in legacy mode)' }),
-  ),
+  nonce: Type.Optional(Base64Output('AES-GCM nonce (12 bytes), Base64 (absent in legacy mode)')),
+  tag: Type.Optional(Base64Output('AES-GCM authentication tag (16 bytes), Base64 (absent in legacy mode)')),
 }
 
 /** The request's envelope parts, Base64-decoded; in legacy mode the compact string stands for all. */

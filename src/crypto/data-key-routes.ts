@@ -6,6 +6,7 @@ import { AppError } from '../platform/errors.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
+  Base64Output,
   Context,
   compactEnvelope,
   contextBytes,
@@ -20,15 +21,13 @@ const TAGS = ['Data keys and wrapping']
 
 const DataKeyResponse = Type.Object({
   plaintextDek: Type.Optional(
-    Type.String({
-      description:
-        'The data key, Base64: use it locally, then discard it (absent when withPlaintext is false)',
-    }),
+    Base64Output(
+      'The data key, Base64: use it locally, then discard it (absent when withPlaintext is false)',
+    ),
   ),
-  encryptedDek: Type.String({
-    description:
-      'The data key wrapped by the key (compact envelope, Base64): store it; POST /keys/{keyId}/unwrap recovers the data key, with the same context',
-  }),
+  encryptedDek: Base64Output(
+    'The data key wrapped by the key (compact envelope, Base64): store it; POST /keys/{keyId}/unwrap recovers the data key, with the same context',
+  ),
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
   keyBytes: Type.Integer({ description: 'Data key length in bytes' }),
@@ -64,9 +63,7 @@ const WrapBody = Type.Object(
 )
 
 const WrapResponse = Type.Object({
-  wrappedKey: Type.String({
-    description: 'Compact envelope, Base64: give it to unwrap with the same context',
-  }),
+  wrappedKey: Base64Output('Compact envelope, Base64: give it to unwrap with the same context'),
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
@@ -80,7 +77,7 @@ const UnwrapBody = Type.Object(
 )
 
 const UnwrapResponse = Type.Object({
-  plaintext: Type.String({ description: 'The unwrapped key material, Base64' }),
+  plaintext: Base64Output('The unwrapped key material, Base64'),
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })

@@ -1,8 +1,8 @@
 import { type AlgorithmName, algorithmByName, type KeyType, type NodeKeySpec } from '../keys/algorithms.ts'
+import type { KeyCache } from '../keys/key-cache.ts'
 import { type KeyState, keyState, requireState } from '../keys/key-state.ts'
-import { getDefaultKey, getKey, type KeyRow } from '../keys/key-store.ts'
+import type { KeyRow } from '../keys/key-store.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql } from '../platform/database.ts'
 import { AppError, notFound } from '../platform/errors.ts'
 import type { KeyObjectCache, OpenedKeyVersion } from './key-object-cache.ts'
 
@@ -43,10 +43,14 @@ const withArticle = (keyType: string) => `${keyType === 'Signing' ? 'a' : 'an'} 
 
 export const keySpec = (row: KeyRow): NodeKeySpec => algorithmByName(row.algorithm as AlgorithmName).spec
 
-export function createKeyResolver(deps: { sql: Sql; keyObjects: KeyObjectCache; clock: Clock }): KeyResolver {
+export function createKeyResolver(deps: {
+  keyCache: KeyCache
+  keyObjects: KeyObjectCache
+  clock: Clock
+}): KeyResolver {
   async function findRow(tenantId: string, keyId: string | undefined, keyType: KeyType): Promise<KeyRow> {
     if (keyId) {
-      const row = await getKey(deps.sql, tenantId, keyId)
+      const row = await deps.keyCache.getKey(tenantId, keyId)
       if (!row) throw notFound('key_not_found', 'Key')
       if (row.key_type !== keyType) {
         throw new AppError(
@@ -57,7 +61,7 @@ export function createKeyResolver(deps: { sql: Sql; keyObjects: KeyObjectCache; 
       }
       return row
     }
-    const row = await getDefaultKey(deps.sql, tenantId, keyType)
+    const row = await deps.keyCache.getDefaultKey(tenantId, keyType)
     if (!row) {
       throw new AppError(
         409,

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
-import { Base64, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
+import { Base64, Base64Output, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
 import type { SignatureOptions } from './signing.ts'
 import type { SigningService } from './signing-service.ts'
 
@@ -46,7 +46,7 @@ const SignBody = Type.Object(
 )
 
 const SignResponse = Type.Object({
-  signature: Type.String({ description: 'Base64' }),
+  signature: Base64Output('Base64'),
   keyId: Uuid('The key that signed'),
   keyVersion: Type.Integer({
     description: 'The version that signed: pass it to verify once the key has rotated',
@@ -74,7 +74,7 @@ const VerifyResponse = Type.Object({
 
 const MacBody = Type.Object({ data: Message }, { additionalProperties: false })
 const MacResponse = Type.Object({
-  mac: Type.String({ description: 'Base64' }),
+  mac: Base64Output('Base64'),
   keyId: Uuid('The HMAC key'),
   keyVersion: Type.Integer({
     description: 'The version that computed the MAC: pass it to verify after a rotation',

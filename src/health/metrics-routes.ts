@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EntropySourceName, EntropyStatus } from '../entropy/entropy-chain.ts'
+import type { EventLoopDelay, EventLoopMonitor } from './event-loop-monitor.ts'
 
 /** Prometheus text exposition format 0.0.4. */
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
@@ -24,6 +25,29 @@ class Exposition {
   toString(): string {
     return `${this.lines.join('\n')}\n`
   }
+}
+
+/**
+ * Per process: with several API processes each scrape reaches one of them, which the pid says.
+ * The delay quantiles cover the time since this process's previous scrape.
+ */
+export function renderProcessMetrics(delay: EventLoopDelay): string {
+  const out = new Exposition()
+  out.family('process_pid', 'gauge', 'Process id of the API process that answered this scrape.', [
+    [{}, process.pid],
+  ])
+  out.family(
+    'nodejs_eventloop_delay_seconds',
+    'gauge',
+    'Event-loop delay since the previous scrape of this process, by quantile.',
+    [
+      [{ quantile: '0.5' }, delay.p50],
+      [{ quantile: '0.9' }, delay.p90],
+      [{ quantile: '0.99' }, delay.p99],
+      [{ quantile: '1' }, delay.max],
+    ],
+  )
+  return out.toString()
 }
 
 /**
@@ -90,10 +114,12 @@ export function renderEntropyMetrics(status: EntropyStatus): string {
  * like /api/v1/health. It carries counts and states only; restrict it at the network edge if
  * failure counts are considered sensitive. Hidden from the OpenAPI document: it is not API.
  */
-export function metricsRoutes(deps: { entropyStatus: () => EntropyStatus }) {
+export function metricsRoutes(deps: { entropyStatus: () => EntropyStatus; eventLoop: EventLoopMonitor }) {
   const plugin: FastifyPluginAsyncTypebox = async (app) => {
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-      return reply.type(CONTENT_TYPE).send(renderEntropyMetrics(deps.entropyStatus()))
+      const text =
+        renderProcessMetrics(deps.eventLoop.snapshotAndReset()) + renderEntropyMetrics(deps.entropyStatus())
+      return reply.type(CONTENT_TYPE).send(text)
     })
   }
   return plugin

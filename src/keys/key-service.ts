@@ -14,6 +14,7 @@ import {
   DEFAULT_ALGORITHM,
   type KeyType,
 } from './algorithms.ts'
+import type { KeyCache } from './key-cache.ts'
 import {
   exportPrivate,
   exportPublic,
@@ -200,6 +201,8 @@ export function createKeyService(deps: {
   tenantKeks: TenantKeks
   pool: CryptoPool
   clock: Clock
+  /** Told of every committed change, so cached rows never outlive it. */
+  keyCache: Pick<KeyCache, 'invalidateTenant'>
 }): KeyService {
   const { sql, audit, clock } = deps
 
@@ -254,7 +257,7 @@ export function createKeyService(deps: {
       const next = await nextDeletionDate(sql, tenantId)
       if (!next || next.getTime() > now.getTime()) return 0
     }
-    return sql.begin(async (tx) => {
+    const destroyed = await sql.begin(async (tx) => {
       const destroyed = await destroyDueKeys(tx, tenantId, now, keyId)
       for (const key of destroyed) {
         await audit.recordInTransaction(tx, {
@@ -268,8 +271,12 @@ export function createKeyService(deps: {
           details: { reason: 'scheduled deletion date passed' },
         })
       }
-      return destroyed.length
+      return destroyed
     })
+    for (const tenant of new Set(destroyed.map((key) => key.tenant_id))) {
+      await deps.keyCache.invalidateTenant(tenant)
+    }
+    return destroyed.length
   }
 
   async function persistNewKey(
@@ -329,6 +336,7 @@ export function createKeyService(deps: {
         })
         return inserted
       })
+      await deps.keyCache.invalidateTenant(actor.tenantId)
       return toKeyView(row, now)
     } catch (error) {
       if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()
@@ -377,6 +385,7 @@ export function createKeyService(deps: {
         })
         return updated
       })
+      await deps.keyCache.invalidateTenant(actor.tenantId)
       return toKeyView(row, now)
     } catch (error) {
       if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()

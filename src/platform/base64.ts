@@ -1,20 +1,26 @@
 import { AppError } from './errors.ts'
 
 /**
- * Strict standard Base64 (RFC 4648 §4, padded). Checked without a backtracking pattern: the
- * grouped regex this replaces overflowed the regex engine's stack on multi-megabyte input.
+ * Strict standard Base64 (RFC 4648 §4, padded, canonical): the text is exactly what encoding
+ * its decoded bytes gives back. Both steps are native; the regular expression this replaces
+ * took 13 ms for 1 MB, a quarter of a 1 MB encrypt request's time (bench/RESULTS.md).
  */
+function decodeStrictBase64(text: string): Buffer | undefined {
+  const bytes = Buffer.from(text, 'base64')
+  return bytes.toString('base64') === text ? bytes : undefined
+}
+
 export function isStrictBase64(text: string): boolean {
-  if (text.length % 4 !== 0) return false
-  return /^[A-Za-z0-9+/]*={0,2}$/.test(text)
+  return decodeStrictBase64(text) !== undefined
 }
 
 /** Decodes a Base64 request field, or answers 400 naming the field. */
 export function decodeBase64Field(value: string, field: string): Buffer {
-  if (!isStrictBase64(value)) {
+  const bytes = decodeStrictBase64(value)
+  if (!bytes) {
     throw new AppError(400, 'validation_failed', `${field} must be standard Base64`, {
       fields: [{ path: field, message: 'must be standard Base64' }],
     })
   }
-  return Buffer.from(value, 'base64')
+  return bytes
 }

@@ -1,0 +1,117 @@
+import { performance } from 'node:perf_hooks'
+import autocannon from 'autocannon'
+
+/** One request of a cycle; every body is built once, so the load generator only writes bytes. */
+export interface RequestSpec {
+  method: 'GET' | 'POST'
+  path: string
+  body?: string
+}
+
+export interface LoadOptions {
+  baseUrl: string
+  apiKey: string
+  connections: number
+  /** The requests each connection sends in turn, round and round. */
+  cycle: readonly RequestSpec[]
+  /**
+   * Requests to send in all. Rounded up to whole cycles on every connection, so each request of
+   * the cycle is sent equally often and every request sent is answered before the run ends
+   * (which is what lets the audit count be exact).
+   */
+  amount?: number
+  /** Instead of an amount: run this long (in-flight requests at the end are abandoned). */
+  durationS?: number
+  /** Requests per second over all connections (open-ended when absent). */
+  overallRate?: number
+}
+
+export interface LoadResult {
+  sent: number
+  ok: number
+  non2xx: number
+  errors: number
+  elapsedS: number
+  requestsPerSecond: number
+  /** Milliseconds, from every answered request (autocannon's own histogram rounds to 1 ms). */
+  latency: { p50: number; p99: number; max: number }
+  statusCodes: Record<string, number>
+}
+
+/** Rounds an amount up so that every connection sends whole cycles. */
+export function wholeCycles(amount: number, connections: number, cycleLength: number): number {
+  const unit = connections * cycleLength
+  return Math.max(unit, Math.ceil(amount / unit) * unit)
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  const headers = { 'x-api-key': options.apiKey, 'content-type': 'application/json' }
+  const amount =
+    options.amount === undefined
+      ? undefined
+      : wholeCycles(options.amount, options.connections, options.cycle.length)
+  let latencies = new Float64Array(amount ?? 1 << 16)
+  let count = 0
+  const started = performance.now()
+  let finish: (result: autocannon.Result) => void = () => {}
+  let fail: (error: Error) => void = () => {}
+  const done = new Promise<autocannon.Result>((resolve, reject) => {
+    finish = resolve
+    fail = reject
+  })
+  const instance = autocannon(
+    {
+      url: options.baseUrl,
+      connections: options.connections,
+      pipelining: 1,
+      timeout: 60,
+      ...(amount !== undefined ? { amount } : { duration: options.durationS ?? 10 }),
+      ...(options.overallRate ? { overallRate: options.overallRate } : {}),
+      idReplacement: true,
+      requests: options.cycle.map((spec) => ({
+        method: spec.method,
+        path: spec.path,
+        headers,
+        ...(spec.body !== undefined ? { body: spec.body } : {}),
+      })),
+    },
+    (err, result) => (err ? fail(err) : finish(result)),
+  )
+  instance.on('response', (_client: unknown, statusCode: number, _bytes: number, responseTime: number) => {
+    if (statusCode < 200 || statusCode >= 300) return
+    if (count === latencies.length) {
+      const grown = new Float64Array(latencies.length * 2)
+      grown.set(latencies)
+      latencies = grown
+    }
+    latencies[count++] = responseTime
+  })
+  const result = await done
+  const elapsedS = (performance.now() - started) / 1000
+  const sorted = latencies.subarray(0, count).sort()
+  const statusCodes: Record<string, number> = {}
+  for (const [code, { count: n }] of Object.entries(
+    (result as unknown as { statusCodeStats: Record<string, { count: number }> }).statusCodeStats ?? {},
+  )) {
+    statusCodes[code] = n
+  }
+  return {
+    sent: result.requests.sent,
+    ok: result['2xx'],
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    elapsedS,
+    requestsPerSecond: result['2xx'] / elapsedS,
+    latency: {
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      max: sorted[count - 1] ?? Number.NaN,
+    },
+    statusCodes,
+  }
+}

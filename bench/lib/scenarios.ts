@@ -1,0 +1,267 @@
+import { randomBytes } from 'node:crypto'
+import { type CeilingWork, MIXED_CYCLE, type SigningAlgorithm } from './ceiling-work.ts'
+import type { RequestSpec } from './load.ts'
+
+/** A tenant's API over HTTP, for setting a scenario up (keys, ciphertexts, signatures). */
+export interface SetupApi {
+  post(path: string, body: unknown): Promise<Record<string, unknown>>
+  createKey(keyType: string, algorithm: string): Promise<string>
+}
+
+export interface PreparedScenario {
+  cycle: RequestSpec[]
+  /** Audit records each request of the cycle must leave, in cycle order (0: not audited). */
+  auditRecords: number[]
+}
+
+export interface Scenario {
+  id: string
+  title: string
+  /** The same cryptographic work for the raw ceiling; absent when the ratio means nothing. */
+  ceiling?: CeilingWork
+  /** Ceiling operations in one request (1,000 for a batch). */
+  itemsPerRequest: number
+  /** Plaintext bytes per item, when the figure that matters is bytes per second. */
+  bytesPerItem?: number
+  connections: number
+  /** Seconds of measured load (the rest of the run is set-up, ceiling and warm-up). */
+  seconds: { quick: number; full: number }
+  /** Minimum ratio service ÷ ceiling the issue sets, when it sets one. */
+  target?: number
+  prepare(api: SetupApi): Promise<PreparedScenario>
+}
+
+const V1 = '/api/v1'
+const json = (value: unknown) => JSON.stringify(value)
+const slug = (label: string) => label.toLowerCase().replaceAll(' ', '-')
+const b64 = (bytes: number) => randomBytes(bytes).toString('base64')
+
+function encryptScenario(bytes: number, label: string, target?: number): Scenario {
+  return {
+    id: `encrypt-${slug(label)}`,
+    title: `encrypt ML-KEM-768 ${label}`,
+    ceiling: { kind: 'encrypt', bytes },
+    itemsPerRequest: 1,
+    bytesPerItem: bytes,
+    connections: bytes >= 1 << 20 ? 8 : 32,
+    seconds: { quick: bytes >= 1 << 20 ? 3 : 2, full: 10 },
+    ...(target ? { target } : {}),
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/encrypt`, body: json({ keyId, plaintext: b64(bytes) }) }],
+        auditRecords: [1],
+      }
+    },
+  }
+}
+
+function decryptScenario(bytes: number, label: string, target?: number): Scenario {
+  return {
+    id: `decrypt-${slug(label)}`,
+    title: `decrypt ML-KEM-768 ${label}`,
+    ceiling: { kind: 'decrypt', bytes },
+    itemsPerRequest: 1,
+    bytesPerItem: bytes,
+    connections: bytes >= 1 << 20 ? 8 : 32,
+    seconds: { quick: bytes >= 1 << 20 ? 3 : 2, full: 10 },
+    ...(target ? { target } : {}),
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      const cycle: RequestSpec[] = []
+      // A few different envelopes, so no layer can get away with remembering one answer.
+      for (let i = 0; i < (bytes >= 1 << 20 ? 2 : 8); i++) {
+        const sealed = await api.post('/encrypt', { keyId, plaintext: b64(bytes) })
+        const { keyVersion: _version, ...envelope } = sealed
+        cycle.push({ method: 'POST', path: `${V1}/decrypt`, body: json(envelope) })
+      }
+      return { cycle, auditRecords: cycle.map(() => 1) }
+    },
+  }
+}
+
+const BATCH_ITEMS = 1000
+
+function signingScenarios(algorithm: SigningAlgorithm, target?: number): Scenario[] {
+  const slug = algorithm.toLowerCase()
+  const prepareKey = async (api: SetupApi) => {
+    const keyId = await api.createKey('Signing', algorithm)
+    const message = b64(64)
+    return { keyId, message }
+  }
+  return [
+    {
+      id: `sign-${slug}`,
+      title: `sign ${algorithm}`,
+      ceiling: { kind: 'sign', algorithm },
+      itemsPerRequest: 1,
+      connections: 32,
+      seconds: { quick: 2, full: 10 },
+      ...(target ? { target } : {}),
+      async prepare(api) {
+        const { keyId, message } = await prepareKey(api)
+        return {
+          cycle: [{ method: 'POST', path: `${V1}/sign`, body: json({ keyId, message }) }],
+          auditRecords: [1],
+        }
+      },
+    },
+    {
+      id: `verify-${slug}`,
+      title: `verify ${algorithm}`,
+      ceiling: { kind: 'verify', algorithm },
+      itemsPerRequest: 1,
+      connections: 32,
+      seconds: { quick: 2, full: 10 },
+      async prepare(api) {
+        const { keyId, message } = await prepareKey(api)
+        const { signature } = await api.post('/sign', { keyId, message })
+        return {
+          cycle: [{ method: 'POST', path: `${V1}/verify`, body: json({ keyId, message, signature }) }],
+          auditRecords: [1],
+        }
+      },
+    },
+  ]
+}
+
+export const SCENARIOS: readonly Scenario[] = [
+  encryptScenario(64, '64 B', 0.4),
+  encryptScenario(4096, '4 KB'),
+  encryptScenario(1 << 20, '1 MB', 0.7),
+  decryptScenario(64, '64 B', 0.4),
+  decryptScenario(4096, '4 KB'),
+  decryptScenario(1 << 20, '1 MB'),
+  {
+    id: 'encrypt-batch',
+    title: `encrypt batch ${BATCH_ITEMS} × 64 B`,
+    ceiling: { kind: 'encrypt', bytes: 64 },
+    itemsPerRequest: BATCH_ITEMS,
+    bytesPerItem: 64,
+    connections: 4,
+    seconds: { quick: 3, full: 10 },
+    target: 0.8,
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      const items = Array.from({ length: BATCH_ITEMS }, () => ({ keyId, plaintext: b64(64) }))
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/encrypt/batch`, body: json({ items }) }],
+        auditRecords: [1],
+      }
+    },
+  },
+  {
+    id: 'decrypt-batch',
+    title: `decrypt batch ${BATCH_ITEMS} × 64 B`,
+    ceiling: { kind: 'decrypt', bytes: 64 },
+    itemsPerRequest: BATCH_ITEMS,
+    bytesPerItem: 64,
+    connections: 4,
+    seconds: { quick: 3, full: 10 },
+    target: 0.8,
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      const items = Array.from({ length: BATCH_ITEMS }, () => ({ keyId, plaintext: b64(64) }))
+      const { results } = (await api.post('/encrypt/batch', { items })) as { results: unknown[] }
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/decrypt/batch`, body: json({ items: results }) }],
+        auditRecords: [1],
+      }
+    },
+  },
+  ...signingScenarios('ML-DSA-65', 0.75),
+  ...signingScenarios('Ed25519'),
+  ...signingScenarios('EC-P256'),
+  {
+    id: 'mac-hmac-sha256',
+    title: 'MAC HMAC-SHA256',
+    ceiling: { kind: 'mac' },
+    itemsPerRequest: 1,
+    connections: 32,
+    seconds: { quick: 2, full: 10 },
+    async prepare(api) {
+      const keyId = await api.createKey('HMAC', 'HMAC-SHA256')
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/keys/${keyId}/mac`, body: json({ data: b64(64) }) }],
+        auditRecords: [1],
+      }
+    },
+  },
+  {
+    id: 'generate-data-key',
+    title: 'generate-data-key (ML-KEM-768)',
+    ceiling: { kind: 'data-key' },
+    itemsPerRequest: 1,
+    connections: 32,
+    seconds: { quick: 2, full: 10 },
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/generate-data-key`, body: json({ keyId }) }],
+        auditRecords: [1],
+      }
+    },
+  },
+  {
+    id: 'create-key',
+    title: 'key creation ML-KEM-768',
+    ceiling: { kind: 'create-key' },
+    itemsPerRequest: 1,
+    connections: 16,
+    seconds: { quick: 3, full: 60 },
+    async prepare() {
+      // autocannon replaces [<id>] with a fresh id on every request: names must be unique.
+      const body = json({ name: 'bench-[<id>]', keyType: 'Encryption', algorithm: 'ML-KEM-768' })
+      return { cycle: [{ method: 'POST', path: `${V1}/keys`, body }], auditRecords: [1] }
+    },
+  },
+  {
+    id: 'mixed',
+    title: 'mixed 70% enc/dec, 20% sign/verify, 10% reads',
+    ceiling: { kind: 'mixed' },
+    itemsPerRequest: 1,
+    connections: 32,
+    seconds: { quick: 4, full: 20 },
+    async prepare(api) {
+      const encryptionKey = await api.createKey('Encryption', 'ML-KEM-768')
+      const signingKey = await api.createKey('Signing', 'ML-DSA-65')
+      const message = b64(64)
+      const cycle: RequestSpec[] = []
+      let reads = 0
+      // Two rounds of the cycle, so the admin reads can alternate between a key and the list.
+      const rounds = [...MIXED_CYCLE, ...MIXED_CYCLE]
+      for (const op of rounds) {
+        if (op === 'encrypt') {
+          cycle.push({
+            method: 'POST',
+            path: `${V1}/encrypt`,
+            body: json({ keyId: encryptionKey, plaintext: b64(64) }),
+          })
+        } else if (op === 'decrypt') {
+          const { keyVersion: _v, ...envelope } = await api.post('/encrypt', {
+            keyId: encryptionKey,
+            plaintext: b64(64),
+          })
+          cycle.push({ method: 'POST', path: `${V1}/decrypt`, body: json(envelope) })
+        } else if (op === 'sign') {
+          cycle.push({ method: 'POST', path: `${V1}/sign`, body: json({ keyId: signingKey, message }) })
+        } else if (op === 'verify') {
+          const { signature } = await api.post('/sign', { keyId: signingKey, message })
+          cycle.push({
+            method: 'POST',
+            path: `${V1}/verify`,
+            body: json({ keyId: signingKey, message, signature }),
+          })
+        } else {
+          // Admin reads alternate between one key and the first page of the list.
+          cycle.push({
+            method: 'GET',
+            path: reads++ % 2 === 0 ? `${V1}/keys/${encryptionKey}` : `${V1}/keys?limit=20`,
+          })
+        }
+      }
+      // Reads are not audited (spec: cryptographic operations and changes are).
+      return { cycle, auditRecords: rounds.map((op) => (op === 'read' ? 0 : 1)) }
+    },
+  },
+]

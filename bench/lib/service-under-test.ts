@@ -1,0 +1,228 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { request } from 'node:http'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { createAuditLog } from '../../src/audit/audit-log.ts'
+import { createApiKeyService } from '../../src/auth/api-key-service.ts'
+import type { Authenticator } from '../../src/auth/authenticator.ts'
+import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
+import { connectDatabase, type Sql } from '../../src/platform/database.ts'
+import { createLogger } from '../../src/platform/logger.ts'
+import { createTenant } from '../../src/tenants/tenant-service.ts'
+
+export const PROJECT_ROOT = join(import.meta.dirname, '..', '..')
+const ADMIN_DATABASE_URL = process.env['BENCH_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const REDIS_URL = process.env['BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379'
+
+export interface BenchTenant {
+  tenantId: string
+  apiKey: string
+}
+
+/**
+ * The service exactly as `npm start` runs it (`node src/main.ts`: the primary process, API
+ * processes through node:cluster, audit on, default log level), on a fresh PostgreSQL database
+ * that is dropped afterwards. The bench talks to it over HTTP only; it reaches the database
+ * directly just to create tenants (as the CLI does) and to count audit records.
+ */
+export interface ServiceUnderTest {
+  baseUrl: string
+  sql: Sql
+  createTenant(): Promise<BenchTenant>
+  /** Resident set size in bytes of each API process (the primary too when it serves). */
+  apiProcessRss(): Map<number, number>
+  /** Event-loop delay p99 (ms) per API process since its previous scrape. */
+  scrapeEventLoopP99(): Promise<Map<number, number>>
+  stop(): Promise<void>
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+function rssOf(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const match = /VmRSS:\s+(\d+) kB/.exec(status)
+    return match ? Number(match[1]) * 1024 : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** One GET on a fresh connection: node:cluster hands each new connection to the next process. */
+function getOnNewConnection(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false, headers: { connection: 'close' } }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => {
+        body += chunk
+      })
+      res.on('end', () => resolve(body))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+async function waitForHealth(baseUrl: string, child: ChildProcess, logFile: string): Promise<void> {
+  const deadline = Date.now() + 90_000
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(
+        `the service exited with ${child.exitCode}:\n${readFileSync(logFile, 'utf8').slice(-4000)}`,
+      )
+    }
+    try {
+      const body = await getOnNewConnection(`${baseUrl}/api/v1/health`)
+      if (body.includes('"status"')) return
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  throw new Error(
+    `the service did not answer /api/v1/health within 90 s:\n${readFileSync(logFile, 'utf8').slice(-4000)}`,
+  )
+}
+
+export async function startServiceUnderTest(options: {
+  apiProcesses?: number
+  env?: Record<string, string>
+}): Promise<ServiceUnderTest> {
+  const dbName = `kms_bench_${randomBytes(5).toString('hex')}`
+  const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`CREATE DATABASE ${dbName}`)
+  await admin.end()
+  const dbUrl = new URL(ADMIN_DATABASE_URL)
+  dbUrl.pathname = `/${dbName}`
+  const databaseUrl = dbUrl.toString()
+
+  const workDir = join(tmpdir(), dbName)
+  mkdirSync(workDir, { recursive: true })
+  const logFile = join(workDir, 'service.log')
+  const logFd = openSync(logFile, 'a')
+  const port = await freePort()
+  const masterKey = randomBytes(32).toString('base64')
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL,
+    KMS_REDIS_PREFIX: `${dbName}:`,
+    KMS_MASTER_KEY: masterKey,
+    KMS_DATA_DIR: workDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    KMS_BOOTSTRAP: 'false',
+    ...(options.apiProcesses ? { KMS_API_PROCESSES: String(options.apiProcesses) } : {}),
+    ...options.env,
+  }
+  // The service's log goes to a file: a pipe read by the bench would cost the load generator CPU.
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    cwd: PROJECT_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', logFd, logFd],
+  })
+  closeSync(logFd)
+  const baseUrl = `http://127.0.0.1:${port}`
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+
+  const sql = connectDatabase({
+    url: databaseUrl,
+    poolSize: 2,
+    statementTimeoutMs: 120_000,
+    applicationName: 'kms-bench',
+  })
+  const cleanUp = async () => {
+    await sql.end({ timeout: 5 })
+    const a = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+    await a.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+    await a.end()
+    rmSync(workDir, { recursive: true, force: true })
+  }
+  try {
+    await waitForHealth(baseUrl, child, logFile)
+  } catch (err) {
+    child.kill('SIGKILL')
+    await exited
+    await cleanUp()
+    throw err
+  }
+
+  const logger = createLogger('silent', 'kms-bench')
+  const { keyring: masterKeys } = loadMasterKeyring(
+    { masterKey, previousMasterKeys: [], masterKeyFile: undefined, dataDir: workDir, production: false },
+    logger,
+  )
+  const audit = createAuditLog({ sql, logger, timeoutMs: 10_000 })
+  // A new tenant's key is in no process's cache yet: nothing to invalidate.
+  const noCache: Authenticator = { authenticate: async () => undefined, invalidate: async () => {} }
+  const apiKeys = createApiKeyService({ sql, audit, authenticator: noCache })
+  const apiPids = () => {
+    const workers = childrenOf(child.pid!)
+    // With one API process the primary serves requests itself (no cluster workers).
+    return workers.length > 0 ? workers : [child.pid!]
+  }
+
+  return {
+    baseUrl,
+    sql,
+    async createTenant() {
+      const created = await createTenant(
+        { sql, masterKeys, apiKeys, audit },
+        { name: `bench-${randomBytes(4).toString('hex')}`, actor: 'bench' },
+      )
+      return { tenantId: created.tenant.id, apiKey: created.apiKey.key }
+    },
+    apiProcessRss() {
+      const out = new Map<number, number>()
+      for (const pid of apiPids()) {
+        const rss = rssOf(pid)
+        if (rss !== undefined) out.set(pid, rss)
+      }
+      return out
+    },
+    async scrapeEventLoopP99() {
+      const wanted = new Set(apiPids())
+      const out = new Map<number, number>()
+      // New connections go round the processes; a few extra tries cover an uneven hand-out.
+      for (let i = 0; i < wanted.size * 8 && out.size < wanted.size; i++) {
+        const text = await getOnNewConnection(`${baseUrl}/metrics`)
+        const pid = /process_pid\s+(\d+)/.exec(text)
+        const p99 = /nodejs_eventloop_delay_seconds\{quantile="0\.99"\}\s+([\d.e+-]+)/.exec(text)
+        if (pid && p99) out.set(Number(pid[1]), Number(p99[1]) * 1000)
+      }
+      return out
+    },
+    async stop() {
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+      await exited
+      clearTimeout(timer)
+      await cleanUp()
+    },
+  }
+}

@@ -1,0 +1,50 @@
+import type { Sql } from '../platform/database.ts'
+import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import { createReadThroughCache } from '../platform/read-through-cache.ts'
+import type { KeyType } from './algorithms.ts'
+import { getDefaultKey, getKey, type KeyRow } from './key-store.ts'
+
+export const KEY_INVALIDATION_TOPIC = 'key'
+
+/**
+ * Key rows as the cryptographic operations read them, cached per process so an operation costs
+ * no database round trip. Every committed change to a tenant's keys drops that tenant's entries
+ * here at once and in the other processes through the bus (a default moving from one key to
+ * another touches two rows, so the unit is the tenant). The TTL bounds staleness if an
+ * invalidation is missed while Redis is down. Time-driven states (Expired, Destroyed) are
+ * derived from the row and the clock at each use, so they need no invalidation.
+ */
+export interface KeyCache {
+  getKey(tenantId: string, keyId: string): Promise<KeyRow | undefined>
+  getDefaultKey(tenantId: string, keyType: KeyType): Promise<KeyRow | undefined>
+  /** Call after the change has committed, before answering the request that made it. */
+  invalidateTenant(tenantId: string): Promise<void>
+}
+
+export function createKeyCache(deps: {
+  sql: Sql
+  bus: InvalidationBus
+  ttlMs: number
+  maxEntries?: number
+  now?: () => number
+}): KeyCache {
+  const cache = createReadThroughCache<KeyRow | undefined>({
+    ttlMs: deps.ttlMs,
+    maxEntries: deps.maxEntries ?? 100_000,
+    ...(deps.now ? { now: deps.now } : {}),
+  })
+  deps.bus.subscribe(KEY_INVALIDATION_TOPIC, (tenantId) => cache.dropGroup(tenantId))
+  deps.bus.onResync(() => cache.clear())
+
+  return {
+    // Unknown ids are cached as well: ids are chosen by the server, so an id unknown in a tenant
+    // stays unknown until a key is created there, and creation invalidates the tenant.
+    getKey: (tenantId, keyId) => cache.get(tenantId, keyId, () => getKey(deps.sql, tenantId, keyId)),
+    getDefaultKey: (tenantId, keyType) =>
+      cache.get(tenantId, `default:${keyType}`, () => getDefaultKey(deps.sql, tenantId, keyType)),
+    async invalidateTenant(tenantId) {
+      cache.dropGroup(tenantId)
+      await deps.bus.publish(KEY_INVALIDATION_TOPIC, tenantId)
+    },
+  }
+}
