@@ -138,7 +138,7 @@ export const SCENARIOS: readonly Scenario[] = [
     ceiling: { kind: 'encrypt', bytes: 64 },
     itemsPerRequest: BATCH_ITEMS,
     bytesPerItem: 64,
-    connections: 4,
+    connections: 8,
     seconds: { quick: 3, full: 10 },
     target: 0.8,
     async prepare(api) {
@@ -156,7 +156,7 @@ export const SCENARIOS: readonly Scenario[] = [
     ceiling: { kind: 'decrypt', bytes: 64 },
     itemsPerRequest: BATCH_ITEMS,
     bytesPerItem: 64,
-    connections: 4,
+    connections: 8,
     seconds: { quick: 3, full: 10 },
     target: 0.8,
     async prepare(api) {
