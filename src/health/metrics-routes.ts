@@ -36,6 +36,16 @@ export function renderProcessMetrics(delay: EventLoopDelay): string {
   out.family('process_pid', 'gauge', 'Process id of the API process that answered this scrape.', [
     [{}, process.pid],
   ])
+  const memory = process.memoryUsage()
+  out.family('process_resident_memory_bytes', 'gauge', 'Resident set size of this process.', [
+    [{}, memory.rss],
+  ])
+  out.family('nodejs_memory_bytes', 'gauge', 'V8 heap and memory held outside it (Buffers, native).', [
+    [{ kind: 'heap_total' }, memory.heapTotal],
+    [{ kind: 'heap_used' }, memory.heapUsed],
+    [{ kind: 'external' }, memory.external],
+    [{ kind: 'array_buffers' }, memory.arrayBuffers],
+  ])
   out.family(
     'nodejs_eventloop_delay_seconds',
     'gauge',
