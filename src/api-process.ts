@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
+import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import type { Clock } from './platform/clock.ts'
 import { createServices, type Services } from './services.ts'
 import { VERSION } from './version.ts'
@@ -21,6 +22,8 @@ export async function startApiProcess(
   options: { clock?: Clock } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
+  // Serving processes only (the CLI builds the same services and needs no monitor).
+  const eventLoop = createEventLoopMonitor()
   const app = await buildApp({
     logger,
     sql: services.sql,
@@ -36,7 +39,7 @@ export async function startApiProcess(
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),
-    eventLoop: services.eventLoop,
+    eventLoop,
   })
   const url = await app.listen({ host: config.host, port: config.port })
   let stopping: Promise<void> | undefined
@@ -47,6 +50,7 @@ export async function startApiProcess(
     stop() {
       stopping ??= (async () => {
         await app.close()
+        eventLoop.stop()
         await services.close()
       })()
       return stopping

@@ -12,7 +12,6 @@ import { createSigningService, type SigningService } from './crypto/signing-serv
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
-import { createEventLoopMonitor, type EventLoopMonitor } from './health/event-loop-monitor.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyCache } from './keys/key-cache.ts'
@@ -41,7 +40,6 @@ export interface Services {
   crypto: CryptoService
   signing: SigningService
   batches: BatchService
-  eventLoop: EventLoopMonitor
   close(): Promise<void>
 }
 
@@ -77,7 +75,6 @@ export async function createServices(
   const keyResolver = createKeyResolver({ keyCache, keyObjects, clock })
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
   const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
-  const eventLoop = createEventLoopMonitor()
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
 
   return {
@@ -98,9 +95,7 @@ export async function createServices(
     crypto,
     signing,
     batches,
-    eventLoop,
     async close() {
-      eventLoop.stop()
       random.close()
       await audit.flush()
       await cryptoPool.destroy()

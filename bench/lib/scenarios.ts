@@ -75,6 +75,30 @@ function envelopeScenario(
 
 const BATCH_ITEMS = 1000
 
+/** Batches of 1,000 × 64 B items with one ML-KEM-768 key; decrypt sends back what encrypt gave. */
+function batchScenario(operation: 'encrypt' | 'decrypt'): Scenario {
+  return {
+    id: `${operation}-batch`,
+    title: `${operation} batch ${BATCH_ITEMS} × 64 B`,
+    ceiling: { kind: operation, bytes: 64 },
+    itemsPerRequest: BATCH_ITEMS,
+    bytesPerItem: 64,
+    connections: 8,
+    seconds: { quick: 3, full: 10 },
+    target: 0.8,
+    async prepare(api) {
+      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      let items: unknown[] = Array.from({ length: BATCH_ITEMS }, () => ({ keyId, plaintext: b64(64) }))
+      if (operation === 'decrypt')
+        items = ((await api.post('/encrypt/batch', { items })) as { results: unknown[] }).results
+      return {
+        cycle: [{ method: 'POST', path: `${V1}/${operation}/batch`, body: json({ items }) }],
+        auditRecords: [1],
+      }
+    },
+  }
+}
+
 function signingScenarios(algorithm: SigningAlgorithm, target?: number): Scenario[] {
   const slug = algorithm.toLowerCase()
   const prepareKey = async (api: SetupApi) => {
@@ -125,43 +149,8 @@ export const SCENARIOS: readonly Scenario[] = [
   envelopeScenario('decrypt', 64, '64 B', 0.4),
   envelopeScenario('decrypt', 4096, '4 KB'),
   envelopeScenario('decrypt', 1 << 20, '1 MB'),
-  {
-    id: 'encrypt-batch',
-    title: `encrypt batch ${BATCH_ITEMS} × 64 B`,
-    ceiling: { kind: 'encrypt', bytes: 64 },
-    itemsPerRequest: BATCH_ITEMS,
-    bytesPerItem: 64,
-    connections: 8,
-    seconds: { quick: 3, full: 10 },
-    target: 0.8,
-    async prepare(api) {
-      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
-      const items = Array.from({ length: BATCH_ITEMS }, () => ({ keyId, plaintext: b64(64) }))
-      return {
-        cycle: [{ method: 'POST', path: `${V1}/encrypt/batch`, body: json({ items }) }],
-        auditRecords: [1],
-      }
-    },
-  },
-  {
-    id: 'decrypt-batch',
-    title: `decrypt batch ${BATCH_ITEMS} × 64 B`,
-    ceiling: { kind: 'decrypt', bytes: 64 },
-    itemsPerRequest: BATCH_ITEMS,
-    bytesPerItem: 64,
-    connections: 8,
-    seconds: { quick: 3, full: 10 },
-    target: 0.8,
-    async prepare(api) {
-      const keyId = await api.createKey('Encryption', 'ML-KEM-768')
-      const items = Array.from({ length: BATCH_ITEMS }, () => ({ keyId, plaintext: b64(64) }))
-      const { results } = (await api.post('/encrypt/batch', { items })) as { results: unknown[] }
-      return {
-        cycle: [{ method: 'POST', path: `${V1}/decrypt/batch`, body: json({ items: results }) }],
-        auditRecords: [1],
-      }
-    },
-  },
+  batchScenario('encrypt'),
+  batchScenario('decrypt'),
   ...signingScenarios('ML-DSA-65', 0.75),
   ...signingScenarios('Ed25519'),
   ...signingScenarios('EC-P256'),

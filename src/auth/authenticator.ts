@@ -56,9 +56,6 @@ export function createAuthenticator(deps: {
       if (row.expires_at && row.expires_at.getTime() <= now()) return undefined
       return { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
     },
-    async invalidate(lookupId) {
-      cache.dropGroup(lookupId)
-      await deps.bus.publish(API_KEY_INVALIDATION_TOPIC, lookupId)
-    },
+    invalidate: (lookupId) => deps.bus.publish(API_KEY_INVALIDATION_TOPIC, lookupId),
   }
 }

@@ -42,9 +42,6 @@ export function createKeyCache(deps: {
     getKey: (tenantId, keyId) => cache.get(tenantId, keyId, () => getKey(deps.sql, tenantId, keyId)),
     getDefaultKey: (tenantId, keyType) =>
       cache.get(tenantId, `default:${keyType}`, () => getDefaultKey(deps.sql, tenantId, keyType)),
-    async invalidateTenant(tenantId) {
-      cache.dropGroup(tenantId)
-      await deps.bus.publish(KEY_INVALIDATION_TOPIC, tenantId)
-    },
+    invalidateTenant: (tenantId) => deps.bus.publish(KEY_INVALIDATION_TOPIC, tenantId),
   }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 
@@ -8,6 +9,10 @@ import type { Logger } from 'pino'
  * Caches also keep a short TTL as a safety net for a Redis that is down.
  */
 export interface InvalidationBus {
+  /**
+   * Runs this process's handlers at once (before the promise settles), then tells the other
+   * processes. A process ignores its own message when Redis echoes it back.
+   */
   publish(topic: string, message: string): Promise<void>
   subscribe(topic: string, handler: (message: string) => void): void
   onResync(handler: () => void): void
@@ -26,9 +31,16 @@ export function createInvalidationBus(deps: {
   const channelOf = (topic: string) => `${deps.prefix}invalidate:${topic}`
   const channels = () => [...handlers.keys()].map(channelOf)
 
-  subscriber.on('message', (channel: string, message: string) => {
-    const topic = channel.slice(channelOf('').length)
+  // Messages travel as `<origin> <message>`; messages are ids, which hold no space.
+  const origin = randomUUID()
+  const deliver = (topic: string, message: string) => {
     for (const handler of handlers.get(topic) ?? []) handler(message)
+  }
+
+  subscriber.on('message', (channel: string, raw: string) => {
+    const space = raw.indexOf(' ')
+    if (space >= 0 && raw.slice(0, space) === origin) return
+    deliver(channel.slice(channelOf('').length), space >= 0 ? raw.slice(space + 1) : raw)
   })
   subscriber.on('ready', () => {
     const list = channels()
@@ -40,8 +52,9 @@ export function createInvalidationBus(deps: {
 
   return {
     async publish(topic, message) {
+      deliver(topic, message)
       try {
-        await publisher.publish(channelOf(topic), message)
+        await publisher.publish(channelOf(topic), `${origin} ${message}`)
       } catch (err) {
         // Not fatal: the database is the source of truth and caches expire on their own.
         logger.warn({ err: { message: (err as Error).message }, topic }, 'invalidation not published')
