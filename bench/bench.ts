@@ -17,8 +17,9 @@ import { performance } from 'node:perf_hooks'
 import { measureCeiling } from './lib/ceiling.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'
 import { describeMachine, machineMarkdown, markdownTable, type Row, textTable } from './lib/report.ts'
-import { SCENARIOS, type Scenario, type SetupApi } from './lib/scenarios.ts'
-import { type BenchTenant, type ServiceUnderTest, startServiceUnderTest } from './lib/service-under-test.ts'
+import { SCENARIOS, type Scenario } from './lib/scenarios.ts'
+import { type ServiceUnderTest, startServiceUnderTest } from './lib/service-under-test.ts'
+import { setupApi } from './lib/setup-api.ts'
 
 interface Options {
   quick: boolean
@@ -53,27 +54,6 @@ function parseArgs(argv: string[]): Options {
 const ENDURANCE_ID = 'endurance'
 const HALF_RATE_ID = 'encrypt-64-b-half-rate'
 const log = (text: string) => process.stdout.write(`${text}\n`)
-
-function setupApi(baseUrl: string, tenant: BenchTenant): SetupApi {
-  let names = 0
-  const post = async (path: string, body: unknown) => {
-    const response = await fetch(`${baseUrl}/api/v1${path}`, {
-      method: 'POST',
-      headers: { 'x-api-key': tenant.apiKey, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-    const text = await response.text()
-    if (!response.ok) throw new Error(`set-up POST ${path}: ${response.status} ${text.slice(0, 300)}`)
-    return JSON.parse(text) as Record<string, unknown>
-  }
-  return {
-    post,
-    async createKey(keyType, algorithm) {
-      const created = await post('/keys', { name: `setup-${names++}`, keyType, algorithm })
-      return created['id'] as string
-    },
-  }
-}
 
 async function auditTotals(
   svc: ServiceUnderTest,

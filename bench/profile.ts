@@ -10,8 +10,9 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type LoadResult, runLoad } from './lib/load.ts'
-import { SCENARIOS, type SetupApi } from './lib/scenarios.ts'
+import { SCENARIOS } from './lib/scenarios.ts'
 import { PROJECT_ROOT, startServiceUnderTest } from './lib/service-under-test.ts'
+import { setupApi } from './lib/setup-api.ts'
 
 interface ProfileNode {
   id: number
@@ -42,20 +43,7 @@ const svc = await startServiceUnderTest({
 let load: LoadResult
 try {
   const tenant = await svc.createTenant()
-  const api: SetupApi = {
-    async post(path, body) {
-      const r = await fetch(`${svc.baseUrl}/api/v1${path}`, {
-        method: 'POST',
-        headers: { 'x-api-key': tenant.apiKey, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      })
-      if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`)
-      return (await r.json()) as Record<string, unknown>
-    },
-    async createKey(keyType, algorithm) {
-      return (await this.post('/keys', { name: `p-${Math.random()}`, keyType, algorithm }))['id'] as string
-    },
-  }
+  const api = setupApi(svc.baseUrl, tenant)
   const prepared = await scenario.prepare(api)
   process.stdout.write(`profiling ${scenarioId} for ${seconds} s (one API process) ...\n`)
   load = await runLoad({

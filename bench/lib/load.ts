@@ -1,11 +1,26 @@
+import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 import autocannon from 'autocannon'
+
+/**
+ * autocannon keeps every response body as a string (`body += chunk`) for its verifyBody and
+ * expectBody options, which this harness does not use (it checks status codes and the audit
+ * log). For a 1 MB binary response that UTF-8 decoding and concatenation is the load
+ * generator's whole CPU: a bare Node echo server answered 74 req/s of 1 MB with it and 950
+ * without (bench/RESULTS.md, step 10). So the harness drops the bodies as they arrive.
+ */
+const pipelinedRequestsQueue = createRequire(import.meta.url)('autocannon/lib/pipelinedRequestsQueue.js') as {
+  prototype: { addBody(data: unknown): void }
+}
+pipelinedRequestsQueue.prototype.addBody = () => {}
 
 /** One request of a cycle; every body is built once, so the load generator only writes bytes. */
 export interface RequestSpec {
   method: 'GET' | 'POST'
   path: string
-  body?: string
+  /** Replace or add to the defaults (the API key, Content-Type application/json). */
+  headers?: Record<string, string>
+  body?: string | Buffer
 }
 
 export interface LoadOptions {
@@ -72,11 +87,15 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       timeout: 60,
       ...(amount !== undefined ? { amount } : { duration: options.durationS ?? 10 }),
       ...(options.overallRate ? { overallRate: options.overallRate } : {}),
-      idReplacement: true,
+      // Only when asked for: autocannon then rebuilds every request through a string, which
+      // corrupts binary bodies and costs the load generator a copy and a scan of every body.
+      idReplacement: options.cycle.some(
+        (spec) => typeof spec.body === 'string' && spec.body.includes('[<id>]'),
+      ),
       requests: options.cycle.map((spec) => ({
         method: spec.method,
         path: spec.path,
-        headers,
+        headers: spec.headers ? { ...headers, ...spec.headers } : headers,
         ...(spec.body !== undefined ? { body: spec.body } : {}),
       })),
     },

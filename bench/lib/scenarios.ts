@@ -5,6 +5,8 @@ import type { RequestSpec } from './load.ts'
 /** A tenant's API over HTTP, for setting a scenario up (keys, ciphertexts, signatures). */
 export interface SetupApi {
   post(path: string, body: unknown): Promise<Record<string, unknown>>
+  /** A binary (application/octet-stream) request; the response body's bytes. */
+  postBinary(path: string, body: Buffer, headers: Record<string, string>): Promise<Buffer>
   createKey(keyType: string, algorithm: string): Promise<string>
 }
 
@@ -36,36 +38,51 @@ const json = (value: unknown) => JSON.stringify(value)
 const slug = (label: string) => label.toLowerCase().replaceAll(' ', '-')
 const b64 = (bytes: number) => randomBytes(bytes).toString('base64')
 
-/** Single encrypts or decrypts of one size with an ML-KEM-768 key. */
+/**
+ * Single encrypts or decrypts of one size with an ML-KEM-768 key, as JSON or with binary bodies
+ * (application/octet-stream: raw plaintext in, the compact envelope out, and back).
+ */
 function envelopeScenario(
   operation: 'encrypt' | 'decrypt',
   bytes: number,
   label: string,
-  target?: number,
+  options: { target?: number; binary?: boolean } = {},
 ): Scenario {
   const large = bytes >= 1 << 20
+  const binary = options.binary === true
   return {
-    id: `${operation}-${slug(label)}`,
-    title: `${operation} ML-KEM-768 ${label}`,
+    id: `${operation}-${slug(label)}${binary ? '-binary' : ''}`,
+    title: `${operation} ML-KEM-768 ${label}${binary ? ' (binary body)' : ''}`,
     ceiling: { kind: operation, bytes },
     itemsPerRequest: 1,
     bytesPerItem: bytes,
     connections: large ? 8 : 32,
     seconds: { quick: large ? 3 : 2, full: 10 },
-    ...(target ? { target } : {}),
+    ...(options.target ? { target: options.target } : {}),
     async prepare(api) {
       const keyId = await api.createKey('Encryption', 'ML-KEM-768')
+      const path = `${V1}/${operation}`
+      const headers = { 'content-type': 'application/octet-stream', 'x-key-id': keyId }
       const cycle: RequestSpec[] = []
       if (operation === 'encrypt') {
-        cycle.push({ method: 'POST', path: `${V1}/encrypt`, body: json({ keyId, plaintext: b64(bytes) }) })
+        cycle.push(
+          binary
+            ? { method: 'POST', path, headers, body: randomBytes(bytes) }
+            : { method: 'POST', path, body: json({ keyId, plaintext: b64(bytes) }) },
+        )
       } else {
         // A few different envelopes, so no layer can get away with remembering one answer.
         for (let i = 0; i < (large ? 2 : 8); i++) {
-          const { keyVersion: _version, ...envelope } = await api.post('/encrypt', {
-            keyId,
-            plaintext: b64(bytes),
-          })
-          cycle.push({ method: 'POST', path: `${V1}/decrypt`, body: json(envelope) })
+          if (binary) {
+            const envelope = await api.postBinary('/encrypt', randomBytes(bytes), headers)
+            cycle.push({ method: 'POST', path, headers, body: envelope })
+          } else {
+            const { keyVersion: _version, ...envelope } = await api.post('/encrypt', {
+              keyId,
+              plaintext: b64(bytes),
+            })
+            cycle.push({ method: 'POST', path, body: json(envelope) })
+          }
         }
       }
       return { cycle, auditRecords: cycle.map(() => 1) }
@@ -143,12 +160,15 @@ function signingScenarios(algorithm: SigningAlgorithm, target?: number): Scenari
 }
 
 export const SCENARIOS: readonly Scenario[] = [
-  envelopeScenario('encrypt', 64, '64 B', 0.4),
+  envelopeScenario('encrypt', 64, '64 B', { target: 0.4 }),
   envelopeScenario('encrypt', 4096, '4 KB'),
-  envelopeScenario('encrypt', 1 << 20, '1 MB', 0.7),
-  envelopeScenario('decrypt', 64, '64 B', 0.4),
+  envelopeScenario('encrypt', 1 << 20, '1 MB', { target: 0.7 }),
+  envelopeScenario('decrypt', 64, '64 B', { target: 0.4 }),
   envelopeScenario('decrypt', 4096, '4 KB'),
   envelopeScenario('decrypt', 1 << 20, '1 MB'),
+  envelopeScenario('encrypt', 64, '64 B', { target: 0.4, binary: true }),
+  envelopeScenario('encrypt', 1 << 20, '1 MB', { target: 0.7, binary: true }),
+  envelopeScenario('decrypt', 1 << 20, '1 MB', { binary: true }),
   batchScenario('encrypt'),
   batchScenario('decrypt'),
   ...signingScenarios('ML-DSA-65', 0.75),

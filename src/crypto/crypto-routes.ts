@@ -1,13 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
+import { type Static, Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import {
+  binaryContext,
+  DecryptHeaders,
+  EncryptHeaders,
+  jsonOrBinary,
+  jsonOrBinaryResponse,
+  registerBinaryParser,
+  rejectBinaryHeaders,
+  sendBinary,
+} from './binary-transport.ts'
 import {
   Base64,
   Base64Output,
   Context,
   CRYPTO_BODY_LIMIT_BYTES,
+  compactEnvelope,
   contextBytes,
   DECRYPT_BODY_LIMIT_BYTES,
   EnvelopeFields,
@@ -17,6 +28,7 @@ import {
   Mode,
 } from './crypto-schemas.ts'
 import type { CryptoService } from './crypto-service.ts'
+import { toCompact } from './envelope.ts'
 
 const TAGS = ['Cryptographic operations']
 
@@ -59,6 +71,8 @@ const DecryptResponse = Type.Object({
 
 export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
   return async (app) => {
+    registerBinaryParser(app)
+
     app.post(
       '/encrypt',
       {
@@ -66,14 +80,32 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         schema: {
           tags: TAGS,
           summary: 'Envelope-encrypt: per-operation DEK, AES-256-GCM, DEK protected by ML-KEM or RSA-OAEP',
+          description:
+            'JSON, or raw bytes with Content-Type application/octet-stream: the plaintext in, the compact ' +
+            'envelope out (docs/envelope-format.md), the key in X-Key-Id and the context in X-Encryption-Context.',
           operationId: 'encrypt',
-          body: EncryptBody,
-          response: { 200: EncryptResponse, ...errorResponses(403, 404, 409, 413) },
+          headers: EncryptHeaders,
+          body: jsonOrBinary(EncryptBody, 'The plaintext, up to 10 MiB'),
+          response: {
+            200: jsonOrBinaryResponse(EncryptResponse, 'The compact envelope'),
+            ...errorResponses(403, 404, 409, 413, 415),
+          },
         },
       },
-      async (request) => {
-        const { keyId, plaintext, context, mode } = request.body
-        const result = await crypto.encrypt(actorOf(request), {
+      async (request, reply) => {
+        const actor = actorOf(request)
+        const headers = request.headers
+        if (Buffer.isBuffer(request.body)) {
+          const result = await crypto.encrypt(actor, {
+            keyId: headers['x-key-id'],
+            plaintext: request.body,
+            context: binaryContext(headers['x-encryption-context']),
+          })
+          return sendBinary(reply, toCompact(result), result.keyId, result.keyVersion)
+        }
+        rejectBinaryHeaders(EncryptHeaders, headers)
+        const { keyId, plaintext, context, mode } = request.body as Static<typeof EncryptBody>
+        const result = await crypto.encrypt(actor, {
           keyId,
           plaintext: decodeBase64Field(plaintext, 'body/plaintext'),
           context: contextBytes(context),
@@ -89,20 +121,40 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         schema: {
           tags: TAGS,
           summary: 'Decrypt an encrypt response; any mismatch is one error, decryption_failed',
+          description:
+            'JSON, or raw bytes with Content-Type application/octet-stream: the compact envelope in ' +
+            '(what a binary encrypt returned, or a legacy-mode ciphertext decoded), the plaintext out; ' +
+            'X-Key-Id and X-Key-Version are optional cross-checks, X-Encryption-Context the context.',
           operationId: 'decrypt',
-          body: DecryptBody,
-          response: { 200: DecryptResponse, ...errorResponses(403, 409, 413) },
+          headers: DecryptHeaders,
+          body: jsonOrBinary(DecryptBody, 'The compact envelope'),
+          response: {
+            200: jsonOrBinaryResponse(DecryptResponse, 'The plaintext'),
+            ...errorResponses(403, 409, 413, 415),
+          },
         },
       },
       async (request, reply) => {
-        const body = request.body
-        const result = await crypto.decrypt(actorOf(request), {
+        const actor = actorOf(request)
+        const headers = request.headers
+        reply.header('cache-control', 'no-store')
+        if (Buffer.isBuffer(request.body)) {
+          const result = await crypto.decrypt(actor, {
+            keyId: headers['x-key-id'],
+            keyVersion: headers['x-key-version'],
+            envelope: compactEnvelope(request.body),
+            context: binaryContext(headers['x-encryption-context']),
+          })
+          return sendBinary(reply, result.plaintext, result.keyId, result.keyVersion)
+        }
+        rejectBinaryHeaders(DecryptHeaders, headers)
+        const body = request.body as Static<typeof DecryptBody>
+        const result = await crypto.decrypt(actor, {
           keyId: body.keyId,
           keyVersion: body.keyVersion,
           envelope: envelopeFromParts(body, 'body'),
           context: contextBytes(body.context),
         })
-        reply.header('cache-control', 'no-store')
         return {
           plaintext: result.plaintext.toString('base64'),
           keyId: result.keyId,

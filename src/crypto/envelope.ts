@@ -100,6 +100,9 @@ function dekFromSharedSecret(sharedSecret: Buffer, header: Buffer): KeyObject {
   return secretKey(dek)
 }
 
+/** GCM's final() adds nothing: skipping the concatenation saves a copy of the whole message. */
+const joined = (body: Buffer, tail: Buffer) => (tail.length === 0 ? body : Buffer.concat([body, tail]))
+
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' } as const
 
 export interface SealedEnvelope {
@@ -135,7 +138,7 @@ export function sealEnvelope(input: SealInput): SealedEnvelope {
   const nonce = input.random(NONCE_BYTES)
   const cipher = createCipheriv('aes-256-gcm', dek, nonce)
   cipher.setAAD(aad(input.purpose, header, input.context))
-  const ciphertext = Buffer.concat([cipher.update(input.plaintext), cipher.final()])
+  const ciphertext = joined(cipher.update(input.plaintext), cipher.final())
   return {
     ciphertext,
     encapsulatedKey: Buffer.concat([header, protectedDek]),
@@ -182,7 +185,7 @@ export function openEnvelope(input: OpenInput): Buffer {
     const decipher = createDecipheriv('aes-256-gcm', dek, envelope.nonce)
     decipher.setAAD(aad(input.purpose, header, input.context))
     decipher.setAuthTag(envelope.tag)
-    return Buffer.concat([decipher.update(envelope.ciphertext), decipher.final()])
+    return joined(decipher.update(envelope.ciphertext), decipher.final())
   } catch {
     throw new EnvelopeError()
   }

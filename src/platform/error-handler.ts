@@ -6,7 +6,8 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; mess
   FST_ERR_CTP_INVALID_MEDIA_TYPE: {
     status: 415,
     code: 'unsupported_media_type',
-    message: 'Content-Type must be application/json',
+    message:
+      'Content-Type must be application/json (/encrypt and /decrypt also take application/octet-stream)',
   },
   FST_ERR_CTP_BODY_TOO_LARGE: {
     status: 413,

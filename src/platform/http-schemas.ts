@@ -17,7 +17,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found, or belongs to another tenant',
   409: 'Conflict with the current state',
   413: 'Body too large (payload_too_large)',
-  415: 'Content-Type is not application/json (unsupported_media_type)',
+  415: 'Content-Type is not one the route takes (unsupported_media_type)',
   503: 'A dependency needed to perform and audit the operation is unavailable',
 }
 
