@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import { AppError } from '../platform/errors.ts'
 import { Uuid } from '../platform/http-schemas.ts'
-import { KeyVersion } from './crypto-schemas.ts'
+import { MAX_KEY_VERSION } from './envelope.ts'
 
 /**
  * The binary transport of /encrypt and /decrypt (docs/crypto-operations.md, "Binary bodies"):
@@ -32,7 +32,13 @@ export const EncryptHeaders = Type.Object({
 
 export const DecryptHeaders = Type.Object({
   'x-key-id': KeyIdHeader('cross-check of the key the envelope names'),
-  'x-key-version': Type.Optional(KeyVersion('Binary bodies only: cross-check of the envelope key version')),
+  // A string, not an integer: the coercion query strings get would also take "0x1" or "1e0".
+  'x-key-version': Type.Optional(
+    Type.String({
+      pattern: '^[1-9][0-9]{0,9}$',
+      description: 'Binary bodies only: cross-check of the envelope key version (a decimal integer)',
+    }),
+  ),
   'x-encryption-context': ContextHeader,
 })
 
@@ -76,7 +82,8 @@ export function rejectBinaryHeaders(
   )
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true })
+// ignoreBOM: a leading U+FEFF is a character of the context and counts, as it does in JSON.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** The context's bytes, which must be UTF-8 as a JSON context is (so either transport opens the other's). */
 export function binaryContext(header: string | undefined): Buffer {
@@ -99,6 +106,18 @@ export function binaryContext(header: string | undefined): Buffer {
     )
   }
   return bytes
+}
+
+/** The X-Key-Version cross-check as a number; beyond the largest version it is a 400 as in JSON. */
+export function binaryKeyVersion(header: string | undefined): number | undefined {
+  if (header === undefined) return undefined
+  const version = Number(header)
+  if (version > MAX_KEY_VERSION) {
+    throw new AppError(400, 'validation_failed', `headers/x-key-version must be <= ${MAX_KEY_VERSION}`, {
+      fields: [{ path: 'headers/x-key-version', message: `must be <= ${MAX_KEY_VERSION}` }],
+    })
+  }
+  return version
 }
 
 /** Raw bytes back, naming the key and version in headers. */

@@ -5,6 +5,7 @@ import { decodeBase64Field } from '../platform/base64.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import {
   binaryContext,
+  binaryKeyVersion,
   DecryptHeaders,
   EncryptHeaders,
   jsonOrBinary,
@@ -141,7 +142,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         if (Buffer.isBuffer(request.body)) {
           const result = await crypto.decrypt(actor, {
             keyId: headers['x-key-id'],
-            keyVersion: headers['x-key-version'],
+            keyVersion: binaryKeyVersion(headers['x-key-version']),
             envelope: compactEnvelope(request.body),
             context: binaryContext(headers['x-encryption-context']),
           })
