@@ -3,6 +3,8 @@ import type { Logger } from 'pino'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
 import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
+import { startJobs } from './jobs/job-process.ts'
+import type { JobRunner } from './jobs/job-runner.ts'
 import type { Clock } from './platform/clock.ts'
 import { createServices, type Services } from './services.ts'
 import { VERSION } from './version.ts'
@@ -19,7 +21,8 @@ export async function startApiProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
-  options: { clock?: Clock } = {},
+  /** jobs: run the background jobs in this process too (one-process deployments, tests). */
+  options: { clock?: Clock; jobs?: boolean } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
   // Serving processes only (the CLI builds the same services and needs no monitor).
@@ -35,6 +38,8 @@ export async function startApiProcess(
     crypto: services.crypto,
     signing: services.signing,
     batches: services.batches,
+    rotation: services.rotation,
+    webhooks: services.webhooks,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
@@ -42,6 +47,7 @@ export async function startApiProcess(
     eventLoop,
   })
   const url = await app.listen({ host: config.host, port: config.port })
+  const jobs: JobRunner | undefined = options.jobs ? await startJobs(services) : undefined
   let stopping: Promise<void> | undefined
   return {
     app,
@@ -50,6 +56,7 @@ export async function startApiProcess(
     stop() {
       stopping ??= (async () => {
         await app.close()
+        await jobs?.stop()
         eventLoop.stop()
         await services.close()
       })()

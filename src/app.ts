@@ -27,7 +27,11 @@ import type { KeyService } from './keys/key-service.ts'
 import type { Sql } from './platform/database.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
+import { rotationRoutes } from './rotation/rotation-routes.ts'
+import type { RotationService } from './rotation/rotation-service.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
+import { webhookRoutes } from './webhooks/webhook-routes.ts'
+import type { WebhookService } from './webhooks/webhook-service.ts'
 
 export interface AppDeps {
   logger: Logger
@@ -40,6 +44,8 @@ export interface AppDeps {
   crypto: CryptoService
   signing: SigningService
   batches: BatchService
+  rotation: RotationService
+  webhooks: WebhookService
   version: string
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
@@ -132,6 +138,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
       await api.register(auditRoutes(deps.sql))
       await api.register(keyRoutes(deps.keys))
+      await api.register(rotationRoutes(deps.rotation))
+      await api.register(webhookRoutes(deps.webhooks))
       await api.register(cryptoRoutes(deps.crypto))
       await api.register(batchRoutes(deps.batches))
       await api.register(signingRoutes(deps.signing))

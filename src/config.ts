@@ -32,6 +32,22 @@ export interface Config {
   shutdownGraceMs: number
   /** The quantum entropy chain (docs/entropy.md); no source configured means the CSPRNG alone. */
   entropy: EntropyConfig
+  /** What `npm start` runs: API processes, the background job process, or both. */
+  role: ProcessRole
+  jobs: JobsConfig
+}
+
+export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
+export type ProcessRole = (typeof PROCESS_ROLES)[number]
+
+export interface JobsConfig {
+  /** How often the sweeps run: due rotations, expiries and deletions, lost webhook jobs. */
+  sweepMs: number
+  /** Webhook deliveries one job process sends at once. */
+  concurrency: number
+  webhookTimeoutMs: number
+  /** Multiplies the 1 s / 10 s / 60 s retry delays (1 in production). */
+  webhookRetryScale: number
 }
 
 export interface EntropySourceConfig {
@@ -180,5 +196,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrap: flag(env, 'KMS_BOOTSTRAP', true),
     shutdownGraceMs: integer(env, 'KMS_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     entropy: entropyConfig(env),
+    role: role(env),
+    jobs: {
+      sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
+      concurrency: integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000),
+      webhookTimeoutMs: integer(env, 'KMS_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
+      webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
+    },
   }
+}
+
+function role(env: NodeJS.ProcessEnv): ProcessRole {
+  const raw = env['KMS_ROLE'] || 'all'
+  if (!(PROCESS_ROLES as readonly string[]).includes(raw)) {
+    throw new ConfigError(`KMS_ROLE must be one of ${PROCESS_ROLES.join(', ')}, got "${raw}"`)
+  }
+  return raw as ProcessRole
+}
+
+/** A number in (0, 1]. */
+function fraction(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value <= 0 || value > 1) {
+    throw new ConfigError(`${name} must be a number greater than 0 and at most 1, got "${raw}"`)
+  }
+  return value
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { type ApiProcess, startApiProcess } from './api-process.ts'
 import { prepareDatabase } from './bootstrap.ts'
 import { type Config, ConfigError, loadConfig } from './config.ts'
+import { startJobProcess } from './jobs/job-process.ts'
 import { loadMasterKeyring } from './keyring/master-key.ts'
 import { connectDatabase } from './platform/database.ts'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './platform/embedded-postgres.ts'
@@ -10,40 +11,62 @@ import { createLogger } from './platform/logger.ts'
 
 /**
  * `npm start`: the primary process prepares the database (embedded one if no DATABASE_URL,
- * migrations, first-start bootstrap) and then runs API processes, one per core by default,
- * sharing the port through node:cluster. SIGTERM/SIGINT shut everything down gracefully.
+ * migrations, first-start bootstrap) and then runs, as KMS_ROLE says: API processes, one per
+ * core by default, sharing the port through node:cluster (`api`); one background job process
+ * (`worker`); or both (`all`, the default). SIGTERM/SIGINT shut everything down gracefully: API
+ * processes finish their requests, the job process its running jobs.
  */
 
-/** Handed from the primary to the API processes it forks. */
+/** Handed from the primary to the processes it forks. */
 const DATABASE_URL_FOR_WORKERS = 'KMS_RESOLVED_DATABASE_URL'
+const PROCESS_KIND = 'KMS_PROCESS_KIND'
+type ProcessKind = 'api' | 'jobs'
+
+/** Runs until SIGTERM/SIGINT, then stops within the grace period. */
+function stopOnSignal(logger: Logger, graceMs: number, stop: () => Promise<void>, message: string): void {
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, message)
+    const timer = setTimeout(() => {
+      logger.error('graceful shutdown timed out')
+      process.exit(1)
+    }, graceMs)
+    timer.unref()
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.once('SIGTERM', () => shutdown('SIGTERM'))
+  process.once('SIGINT', () => shutdown('SIGINT'))
+}
+
+async function runJobs(config: Config, logger: Logger, databaseUrl: string, afterStop = async () => {}) {
+  const jobs = await startJobProcess(config, logger, databaseUrl)
+  stopOnSignal(
+    logger,
+    config.shutdownGraceMs,
+    () => jobs.stop().then(afterStop),
+    'shutting down: finishing running jobs',
+  )
+}
 
 async function runApi(
   config: Config,
   logger: Logger,
   databaseUrl: string,
   afterStop: () => Promise<void> = async () => {},
+  options: { jobs?: boolean } = {},
 ): Promise<ApiProcess> {
-  const api = await startApiProcess(config, logger, databaseUrl)
-  const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutting down: finishing in-flight requests and flushing the audit log')
-    const timer = setTimeout(() => {
-      logger.error('graceful shutdown timed out')
-      process.exit(1)
-    }, config.shutdownGraceMs)
-    timer.unref()
-    api
-      .stop()
-      .then(afterStop)
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed')
-          process.exit(1)
-        },
-      )
-  }
-  process.once('SIGTERM', () => shutdown('SIGTERM'))
-  process.once('SIGINT', () => shutdown('SIGINT'))
+  const api = await startApiProcess(config, logger, databaseUrl, options)
+  stopOnSignal(
+    logger,
+    config.shutdownGraceMs,
+    () => api.stop().then(afterStop),
+    'shutting down: finishing in-flight requests and flushing the audit log',
+  )
   return api
 }
 
@@ -78,24 +101,37 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     await sql.end({ timeout: 5 })
   }
 
+  const db = embedded
+  if (config.role === 'worker') {
+    await runJobs(config, logger, databaseUrl, async () => db?.stop())
+    return
+  }
+  // One process (and always with the embedded database): the jobs run beside the API.
   if (config.apiProcesses === 1) {
-    const db = embedded
-    await runApi(config, logger, databaseUrl, async () => db?.stop())
+    await runApi(config, logger, databaseUrl, async () => db?.stop(), { jobs: config.role === 'all' })
     return
   }
 
-  forkApiProcesses(config, logger, databaseUrl)
+  forkProcesses(config, logger, databaseUrl)
 }
 
-function forkApiProcesses(config: Config, logger: Logger, databaseUrl: string): void {
+function forkProcesses(config: Config, logger: Logger, databaseUrl: string): void {
   let stopping = false
   const recentCrashes: number[] = []
-  const fork = (): Worker => cluster.fork({ [DATABASE_URL_FOR_WORKERS]: databaseUrl })
+  const kinds = new Map<number, ProcessKind>()
+  const fork = (kind: ProcessKind): Worker => {
+    const worker = cluster.fork({ [DATABASE_URL_FOR_WORKERS]: databaseUrl, [PROCESS_KIND]: kind })
+    kinds.set(worker.id, kind)
+    return worker
+  }
 
-  for (let i = 0; i < config.apiProcesses; i++) fork()
-  logger.info({ processes: config.apiProcesses }, 'API processes started')
+  for (let i = 0; i < config.apiProcesses; i++) fork('api')
+  if (config.role === 'all') fork('jobs')
+  logger.info({ processes: config.apiProcesses, jobs: config.role === 'all' }, 'API processes started')
 
   cluster.on('exit', (worker, code, signal) => {
+    const kind = kinds.get(worker.id) ?? 'api'
+    kinds.delete(worker.id)
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
       return
@@ -104,11 +140,11 @@ function forkApiProcesses(config: Config, logger: Logger, databaseUrl: string): 
     recentCrashes.push(now)
     while (recentCrashes.length > 0 && now - recentCrashes[0]! > 60_000) recentCrashes.shift()
     if (recentCrashes.length > 5) {
-      logger.fatal('API processes keep crashing; giving up')
+      logger.fatal('processes keep crashing; giving up')
       process.exit(1)
     }
-    logger.error({ pid: worker.process.pid, code, signal }, 'API process exited; starting a replacement')
-    fork()
+    logger.error({ pid: worker.process.pid, kind, code, signal }, 'process exited; starting a replacement')
+    fork(kind)
   })
 
   const shutdown = (signal: string) => {
@@ -130,8 +166,9 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel, 'kms')
   if (cluster.isPrimary) return runPrimary(config, logger)
   const databaseUrl = process.env[DATABASE_URL_FOR_WORKERS]
-  if (!databaseUrl) throw new Error(`${DATABASE_URL_FOR_WORKERS} missing in an API process`)
-  await runApi(config, logger, databaseUrl)
+  if (!databaseUrl) throw new Error(`${DATABASE_URL_FOR_WORKERS} missing in a forked process`)
+  if (process.env[PROCESS_KIND] === 'jobs') await runJobs(config, logger, databaseUrl)
+  else await runApi(config, logger, databaseUrl)
 }
 
 main().catch((err: unknown) => {

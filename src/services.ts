@@ -20,6 +20,9 @@ import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
 import { createRedis, waitUntilReady } from './platform/redis.ts'
+import { createRotationService, type RotationService } from './rotation/rotation-service.ts'
+import { VERSION } from './version.ts'
+import { createWebhookService, type WebhookService } from './webhooks/webhook-service.ts'
 
 /** The composition root: every long-lived component of a process, built once, passed explicitly. */
 export interface Services {
@@ -40,6 +43,8 @@ export interface Services {
   crypto: CryptoService
   signing: SigningService
   batches: BatchService
+  rotation: RotationService
+  webhooks: WebhookService
   close(): Promise<void>
 }
 
@@ -76,6 +81,15 @@ export async function createServices(
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
   const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
+  const webhooks = createWebhookService({
+    sql,
+    tenantKeks,
+    clock,
+    timeoutMs: config.jobs.webhookTimeoutMs,
+    retryScale: config.jobs.webhookRetryScale,
+    userAgent: `kms-webhooks/${VERSION}`,
+  })
+  const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, clock })
 
   return {
     config,
@@ -95,6 +109,8 @@ export async function createServices(
     crypto,
     signing,
     batches,
+    rotation,
+    webhooks,
     async close() {
       random.close()
       await audit.flush()

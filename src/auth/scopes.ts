@@ -65,6 +65,8 @@ const RULES: readonly Rule[] = [
   { pattern: /^\/(encrypt|decrypt)\/batch$/, only: 'encryption:write' },
   { pattern: /^\/(sign|verify|generate-data-key)$/, only: 'encryption:write' },
   { pattern: /^\/keys(\/|$)/, resource: 'keys' },
+  // Rotation webhooks belong to keys: reading deliveries is keys:read, the secret keys:write.
+  { pattern: /^\/webhooks(\/|$)/, resource: 'keys' },
   { pattern: /^\/(secrets|folders)(\/|$)/, resource: 'secrets' },
   { pattern: /^\/ssh\/(ca|certificates)(\/|$)/, resource: 'ssh' },
   { pattern: /^\/(certificates|cas)(\/|$)/, resource: 'certificates' },

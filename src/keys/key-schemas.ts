@@ -37,6 +37,10 @@ export const KeySchema = Type.Object(
     updatedAt: Timestamp('Last change of the record'),
     expiresAt: Type.Union([Timestamp('Expiry; null means none'), Type.Null()]),
     lastRotatedAt: Type.Union([Timestamp('Last rotation'), Type.Null()]),
+    nextRotationAt: Type.Union([
+      Timestamp('When the rotation policy rotates the key next (null: no policy, or paused)'),
+      Type.Null(),
+    ]),
     scheduledDeletionDate: Type.Union([Timestamp('When the material is destroyed'), Type.Null()]),
   },
   { title: 'Key' },

@@ -46,6 +46,7 @@ import {
   listKeys,
   listKeyVersions,
   lockDefaultSlot,
+  markExpired,
   nextDeletionDate,
   updateKey,
 } from './key-store.ts'
@@ -69,6 +70,8 @@ export interface KeyView {
   updatedAt: string
   expiresAt: string | null
   lastRotatedAt: string | null
+  /** When the rotation policy rotates next; null without a policy or while it is paused. */
+  nextRotationAt: string | null
   scheduledDeletionDate: string | null
 }
 
@@ -92,6 +95,7 @@ export function toKeyView(row: KeyRow, now: Date): KeyView {
     updatedAt: row.updated_at.toISOString(),
     expiresAt: row.expires_at?.toISOString() ?? null,
     lastRotatedAt: row.last_rotated_at?.toISOString() ?? null,
+    nextRotationAt: row.next_rotation_at?.toISOString() ?? null,
     scheduledDeletionDate: row.scheduled_deletion_date?.toISOString() ?? null,
   }
 }
@@ -187,6 +191,18 @@ export interface KeyService {
   ): Promise<{ key: KeyView; version: number; exported: PrivateExport }>
   /** Erases the material of every key (of every tenant) whose deletion date has passed. */
   destroyDue(requestId?: string | null): Promise<number>
+  /** Fresh material for a new version of a key of this algorithm (key pairs in the pool). */
+  newMaterial(algorithm: AlgorithmName): Promise<KeyMaterial>
+  /**
+   * Adds `material` as the next version of a key the caller's transaction has locked (a
+   * rotation policy's path). The caller records the audit and drops caches after commit.
+   */
+  addVersion(tx: Queryable, locked: KeyRow, material: KeyMaterial, now: Date): Promise<KeyRow>
+  /**
+   * Records, once per key, that its expiry time has passed (audit `keys.expire`). The state is
+   * Expired from that moment whether or not this ran: it is derived from expires_at at each use.
+   */
+  expireDue(requestId?: string | null): Promise<number>
 }
 
 /** The AAD that binds sealed material to its tenant, key and version. */
@@ -353,6 +369,27 @@ export function createKeyService(deps: {
       : deps.pool.generateKey(algorithm.name)
   }
 
+  /** Seals the material as the key's next version and inserts it; the key row's changes to make. */
+  async function versionChanges(tx: Queryable, locked: KeyRow, material: KeyMaterial, now: Date) {
+    const version = locked.current_version + 1
+    const sealed = await deps.tenantKeks.seal(
+      locked.tenant_id,
+      material.secret,
+      materialAad(locked.tenant_id, locked.id, version),
+      tx,
+    )
+    await insertKeyVersion(tx, {
+      key_id: locked.id,
+      version,
+      tenant_id: locked.tenant_id,
+      created_at: now,
+      public_key: material.publicKey,
+      sealed_material: sealed,
+      destroyed_at: null,
+    })
+    return { current_version: version, last_rotated_at: now, updated_at: now }
+  }
+
   /**
    * Runs a lifecycle change on the loaded key, re-read under a row lock, with its audit record,
    * in one transaction. The change sees the state at the time the key was loaded.
@@ -484,7 +521,11 @@ export function createKeyService(deps: {
           if (patch.name !== undefined) changes.name = patch.name
           if (patch.description !== undefined) changes.description = patch.description
           if (patch.labels !== undefined) changes.labels = normaliseLabels(patch.labels)
-          if (patch.expiresAt !== undefined) changes.expires_at = patch.expiresAt
+          if (patch.expiresAt !== undefined) {
+            changes.expires_at = patch.expiresAt
+            // A new expiry is a new transition for the lifecycle job to act on.
+            changes.expired_at = null
+          }
           if (patch.isDefault !== undefined) changes.is_default = patch.isDefault
           if (patch.isFavorite !== undefined) changes.is_favorite = patch.isFavorite
           return changes
@@ -503,27 +544,17 @@ export function createKeyService(deps: {
       try {
         return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {
           requireState(lockedState, ['Active'], 'rotate')
-          const version = locked.current_version + 1
-          const sealed = await deps.tenantKeks.seal(
-            actor.tenantId,
-            material.secret,
-            materialAad(actor.tenantId, id, version),
-            tx,
-          )
-          await insertKeyVersion(tx, {
-            key_id: id,
-            version,
-            tenant_id: actor.tenantId,
-            created_at: now,
-            public_key: material.publicKey,
-            sealed_material: sealed,
-            destroyed_at: null,
-          })
-          return { current_version: version, last_rotated_at: now, updated_at: now }
+          return versionChanges(tx, locked, material, now)
         })
       } finally {
         material.secret.fill(0)
       }
+    },
+
+    newMaterial: (algorithm) => generate(algorithmByName(algorithm)),
+
+    async addVersion(tx, locked, material, now) {
+      return updateKey(tx, locked.tenant_id, locked.id, await versionChanges(tx, locked, material, now))
     },
 
     revoke: async (actor, id) =>
@@ -628,6 +659,30 @@ export function createKeyService(deps: {
     },
 
     destroyDue: (requestId) => destroy(null, requestId ?? null, clock.now()),
+
+    async expireDue(requestId) {
+      const now = clock.now()
+      const expired = await sql.begin(async (tx) => {
+        const rows = await markExpired(tx, now)
+        for (const row of rows) {
+          await audit.recordInTransaction(tx, {
+            tenantId: row.tenant_id,
+            actor: 'system:lifecycle',
+            action: 'keys.expire',
+            resource: `key:${row.id}`,
+            keyVersion: row.current_version,
+            outcome: 'success',
+            requestId: requestId ?? null,
+            details: { expiresAt: row.expires_at.toISOString() },
+          })
+        }
+        return rows
+      })
+      for (const tenantId of new Set(expired.map((row) => row.tenant_id))) {
+        await deps.keyCache.invalidateTenant(tenantId)
+      }
+      return expired.length
+    },
   }
 }
 

@@ -24,6 +24,10 @@ export interface KeyRow {
   revoked_at: Date | null
   scheduled_deletion_date: Date | null
   destroyed_at: Date | null
+  /** The rotation policy's next due time; null without a policy or while it is paused. */
+  next_rotation_at: Date | null
+  /** When the lifecycle job acted on the key's expiry (the state derives from expires_at). */
+  expired_at: Date | null
 }
 
 export interface KeyVersionRow {
@@ -36,7 +40,10 @@ export interface KeyVersionRow {
   destroyed_at: Date | null
 }
 
-export type NewKeyRow = Omit<KeyRow, 'revoked_at' | 'scheduled_deletion_date' | 'destroyed_at'>
+export type NewKeyRow = Omit<
+  KeyRow,
+  'revoked_at' | 'scheduled_deletion_date' | 'destroyed_at' | 'next_rotation_at' | 'expired_at'
+>
 
 /** The unique constraint the service turns into 409 key_name_taken. */
 export const KEY_NAME_CONSTRAINT = 'keys_tenant_name_key'
@@ -114,6 +121,8 @@ export type KeyChanges = Partial<
     | 'scheduled_deletion_date'
     | 'current_version'
     | 'last_rotated_at'
+    | 'next_rotation_at'
+    | 'expired_at'
   >
 > & { updated_at: Date }
 
@@ -364,4 +373,15 @@ export async function countActiveExpiringBy(
     WHERE tenant_id = ${tenantId} AND expires_at > ${now} AND expires_at <= ${until}
       AND revoked_at IS NULL AND scheduled_deletion_date IS NULL AND destroyed_at IS NULL`
   return row?.total ?? 0
+}
+
+/** Marks every key past its expiry, not yet marked and not destroyed; the keys marked. */
+export async function markExpired(
+  db: Queryable,
+  now: Date,
+): Promise<{ id: string; tenant_id: string; current_version: number; expires_at: Date }[]> {
+  return db<{ id: string; tenant_id: string; current_version: number; expires_at: Date }[]>`
+    UPDATE keys SET expired_at = ${now}
+    WHERE expires_at IS NOT NULL AND expires_at <= ${now} AND expired_at IS NULL AND destroyed_at IS NULL
+    RETURNING id, tenant_id, current_version, expires_at`
 }

@@ -111,7 +111,8 @@ export interface TestService {
  */
 export async function startTestService(
   extraEnv: Record<string, string> = {},
-  options: { clock?: Clock } = {},
+  /** jobs: run the background jobs (BullMQ workers) in the service's process. */
+  options: { clock?: Clock; jobs?: boolean } = {},
 ): Promise<TestService> {
   const db = await createTestDatabase()
   const env = testEnv(db, extraEnv)

@@ -1,0 +1,48 @@
+import type { Logger } from 'pino'
+import type { Config } from '../config.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Services } from '../services.ts'
+import { createServices } from '../services.ts'
+import { type JobRunner, startJobRunner } from './job-runner.ts'
+
+/** The job runner over a process's services. */
+export function startJobs(services: Services): Promise<JobRunner> {
+  const { config } = services
+  return startJobRunner({
+    redisUrl: config.redisUrl,
+    prefix: config.redisPrefix,
+    config: config.jobs,
+    logger: services.logger.child({ component: 'jobs' }),
+    rotation: services.rotation,
+    keys: services.keys,
+    webhooks: services.webhooks,
+  })
+}
+
+export interface JobProcess {
+  services: Services
+  /** Finishes the running jobs, then closes connections. */
+  stop(): Promise<void>
+}
+
+/** A process that runs background jobs only (KMS_ROLE=worker, or the job process of `all`). */
+export async function startJobProcess(
+  config: Config,
+  logger: Logger,
+  databaseUrl: string,
+  options: { clock?: Clock } = {},
+): Promise<JobProcess> {
+  const services = await createServices(config, logger, databaseUrl, 'jobs', options)
+  const runner = await startJobs(services)
+  let stopping: Promise<void> | undefined
+  return {
+    services,
+    stop() {
+      stopping ??= (async () => {
+        await runner.stop()
+        await services.close()
+      })()
+      return stopping
+    },
+  }
+}

@@ -1,0 +1,141 @@
+import { type Job, Queue, Worker } from 'bullmq'
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import type { JobsConfig } from '../config.ts'
+import type { KeyService } from '../keys/key-service.ts'
+import type { RotationService } from '../rotation/rotation-service.ts'
+import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
+
+/**
+ * Background work on BullMQ (docs/jobs.md). BullMQ decides *when* work runs; PostgreSQL holds
+ * *what* is due, so every job is a sweep or an attempt that is safe to run twice, late, or in
+ * several processes at once:
+ * - `rotation-sweep`: rotates each key whose policy is due, once (row lock + re-check);
+ * - `lifecycle-sweep`: marks keys past their expiry, destroys keys past their deletion date;
+ * - `webhook-sweep`: re-sends delivery jobs lost with Redis (the outbox is in PostgreSQL);
+ * - `deliver`: one attempt of one webhook delivery, claimed in PostgreSQL before it is made.
+ * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
+ * to Redis is re-established, so a Redis that restarted empty gets them back.
+ */
+export interface JobRunner {
+  /** Stops taking jobs and waits for the running ones to finish. */
+  stop(): Promise<void>
+}
+
+export interface JobDeps {
+  redisUrl: string
+  /** Prefix of every Redis key (the deployment's own). */
+  prefix: string
+  config: JobsConfig
+  logger: Logger
+  rotation: Pick<RotationService, 'rotateDue'>
+  keys: Pick<KeyService, 'expireDue' | 'destroyDue'>
+  webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
+}
+
+const MAINTENANCE = 'maintenance'
+const WEBHOOKS = 'webhooks'
+const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep'] as const
+
+export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
+  const { config, logger } = deps
+  // BullMQ needs commands to wait for a reconnection instead of failing after 20 retries.
+  const connection = new Redis(deps.redisUrl, { maxRetriesPerRequest: null, connectionName: 'kms-jobs' })
+  connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
+  const options = { connection, prefix: `${deps.prefix}jobs` }
+  const maintenance = new Queue(MAINTENANCE, options)
+  const deliveries = new Queue(WEBHOOKS, options)
+  maintenance.on('error', () => {})
+  deliveries.on('error', () => {})
+
+  const schedule = async (attempts: readonly NextAttempt[]) => {
+    for (const next of attempts) {
+      // One job id per attempt: adding it twice while it waits is a no-op.
+      await deliveries.add(
+        'deliver',
+        { deliveryId: next.deliveryId, attempt: next.attempt },
+        {
+          jobId: `${next.deliveryId}.${next.attempt}`,
+          delay: next.delayMs,
+          attempts: 1,
+          removeOnComplete: true,
+          removeOnFail: 1000,
+        },
+      )
+    }
+  }
+
+  const upsertSchedulers = async () => {
+    for (const name of SWEEPS) {
+      await maintenance.upsertJobScheduler(
+        name,
+        { every: config.sweepMs },
+        { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
+      )
+    }
+  }
+
+  const maintenanceWorker = new Worker(
+    MAINTENANCE,
+    async (job: Job) => {
+      const sweepId = `job:${job.id}`
+      if (job.name === 'rotation-sweep') {
+        const result = await deps.rotation.rotateDue(sweepId)
+        if (result.rotated > 0 || result.skipped > 0)
+          logger.info({ ...result, deliveries: result.deliveries.length }, 'rotation sweep')
+        await schedule(result.deliveries)
+        return { rotated: result.rotated, skipped: result.skipped }
+      }
+      if (job.name === 'lifecycle-sweep') {
+        const expired = await deps.keys.expireDue(sweepId)
+        const destroyed = await deps.keys.destroyDue(sweepId)
+        if (expired > 0 || destroyed > 0) logger.info({ expired, destroyed }, 'lifecycle sweep')
+        return { expired, destroyed }
+      }
+      if (job.name === 'webhook-sweep') {
+        // A delivery job normally runs within moments of its due time; one overdue by several
+        // sweeps was lost (Redis restarted empty) and is sent again.
+        const lost = await deps.webhooks.overdue(Math.max(5000, 3 * config.sweepMs))
+        await schedule(lost)
+        return { resent: lost.length }
+      }
+      return null
+    },
+    { ...options, concurrency: 1 },
+  )
+  const deliveryWorker = new Worker(
+    WEBHOOKS,
+    async (job: Job<{ deliveryId: string; attempt: number }>) => {
+      const next = await deps.webhooks.attempt(job.data.deliveryId, job.data.attempt)
+      if (next) await schedule([next])
+    },
+    { ...options, concurrency: config.concurrency },
+  )
+  for (const worker of [maintenanceWorker, deliveryWorker]) {
+    worker.on('failed', (job, err) =>
+      logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed'),
+    )
+    worker.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: worker error'))
+  }
+
+  let stopped = false
+  const reschedule = () => {
+    if (stopped) return
+    upsertSchedulers().catch((err: Error) =>
+      logger.warn({ err: { message: err.message } }, 'jobs: schedulers not set yet'),
+    )
+  }
+  connection.on('ready', reschedule)
+  if (connection.status === 'ready') reschedule()
+  logger.info({ sweepMs: config.sweepMs, concurrency: config.concurrency }, 'background jobs started')
+
+  return {
+    async stop() {
+      stopped = true
+      connection.off('ready', reschedule)
+      await Promise.all([maintenanceWorker.close(), deliveryWorker.close()])
+      await Promise.all([maintenance.close(), deliveries.close()])
+      connection.disconnect()
+    },
+  }
+}

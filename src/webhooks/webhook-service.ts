@@ -1,0 +1,163 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { TenantKeks } from '../keyring/tenant-kek.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
+import { sendWebhook } from './webhook-sender.ts'
+import { signatureOf } from './webhook-signature.ts'
+import {
+  claimAttempt,
+  type DeliveryRow,
+  getDelivery,
+  getSealedSecret,
+  insertDelivery,
+  insertSecretIfAbsent,
+  listDeliveries,
+  overdueDeliveries,
+  recordAttempt,
+  replaceSecret,
+} from './webhook-store.ts'
+
+/** Spec 6 and 8: a failed delivery is retried 3 times, after 1 s, 10 s and 60 s. */
+export const RETRY_DELAYS_MS = [1000, 10_000, 60_000] as const
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1
+
+export interface WebhookEvent {
+  type: string
+  tenantId: string
+  data: Record<string, unknown>
+}
+
+export interface NextAttempt {
+  deliveryId: string
+  attempt: number
+  delayMs: number
+}
+
+export interface WebhookService {
+  /**
+   * Writes the event's delivery to the outbox in the caller's transaction, so it exists exactly
+   * when the event does. The caller schedules the first attempt after commit.
+   */
+  enqueue(tx: Queryable, url: string, event: WebhookEvent, now: Date): Promise<NextAttempt>
+  /** Makes attempt `attempt` of a delivery; the attempt to schedule next, if any. */
+  attempt(deliveryId: string, attempt: number): Promise<NextAttempt | null>
+  /** Pending deliveries whose next attempt is overdue by more than `graceMs`: their job was lost. */
+  overdue(graceMs: number): Promise<NextAttempt[]>
+  /** The tenant's signing secret, created on first use. */
+  secret(tenantId: string): Promise<string>
+  rotateSecret(tenantId: string): Promise<string>
+  list(tenantId: string, page: { limit: number; offset: number }): Promise<DeliveryRow[]>
+  get(tenantId: string, id: string): Promise<DeliveryRow | undefined>
+}
+
+const secretAad = (tenantId: string) => `kms:webhook-secret:v1:${tenantId}`
+const newSecret = () => `whsec_${randomBytes(32).toString('base64url')}`
+
+export function createWebhookService(deps: {
+  sql: Sql
+  tenantKeks: TenantKeks
+  clock: Clock
+  timeoutMs: number
+  /** Multiplies the retry delays (1 in production; tests shrink the schedule). */
+  retryScale: number
+  userAgent: string
+}): WebhookService {
+  const { sql, tenantKeks, clock } = deps
+  const delayBefore = (attempt: number) => Math.round(RETRY_DELAYS_MS[attempt - 2]! * deps.retryScale)
+
+  async function secretBytes(db: Queryable, tenantId: string): Promise<Buffer> {
+    let sealed = await getSealedSecret(db, tenantId)
+    if (!sealed) {
+      const fresh = await tenantKeks.seal(tenantId, Buffer.from(newSecret()), secretAad(tenantId), db)
+      sealed = await insertSecretIfAbsent(db, tenantId, fresh, clock.now())
+    }
+    return tenantKeks.open(tenantId, sealed, secretAad(tenantId), db)
+  }
+
+  return {
+    async enqueue(tx, url, event, now) {
+      const id = randomUUID()
+      const eventId = randomUUID()
+      const payload = JSON.stringify({
+        id: eventId,
+        type: event.type,
+        tenantId: event.tenantId,
+        time: now.toISOString(),
+        data: event.data,
+      })
+      await insertDelivery(tx, {
+        id,
+        tenant_id: event.tenantId,
+        event_id: eventId,
+        event_type: event.type,
+        url,
+        payload,
+        created_at: now,
+      })
+      return { deliveryId: id, attempt: 1, delayMs: 0 }
+    },
+
+    async attempt(deliveryId, attempt) {
+      const row = await claimAttempt(sql, deliveryId, attempt)
+      if (!row) return null
+      const secret = await secretBytes(sql, row.tenant_id)
+      let signature: string
+      try {
+        signature = signatureOf(secret, row.payload)
+      } finally {
+        secret.fill(0)
+      }
+      const at = clock.now()
+      const result = await sendWebhook({
+        url: row.url,
+        body: row.payload,
+        signature,
+        eventId: row.event_id,
+        eventType: row.event_type,
+        timeoutMs: deps.timeoutMs,
+        userAgent: deps.userAgent,
+      })
+      const succeeded = result.error === null
+      const last = attempt >= MAX_ATTEMPTS
+      const next =
+        succeeded || last ? null : { deliveryId, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
+      const finishedAt = clock.now()
+      await recordAttempt(
+        sql,
+        deliveryId,
+        { attempt, at: at.toISOString(), ...result },
+        {
+          status: succeeded ? 'succeeded' : last ? 'failed' : 'pending',
+          nextAttemptAt: next ? new Date(finishedAt.getTime() + next.delayMs) : null,
+          completedAt: next ? null : finishedAt,
+        },
+      )
+      return next
+    },
+
+    async overdue(graceMs) {
+      const now = clock.now()
+      const rows = await overdueDeliveries(sql, new Date(now.getTime() - graceMs), 100)
+      return rows.map((row) => ({ deliveryId: row.id, attempt: row.claimed_attempt + 1, delayMs: 0 }))
+    },
+
+    async secret(tenantId) {
+      const bytes = await secretBytes(sql, tenantId)
+      try {
+        return bytes.toString('utf8')
+      } finally {
+        bytes.fill(0)
+      }
+    },
+
+    async rotateSecret(tenantId) {
+      const secret = newSecret()
+      const sealed = await tenantKeks.seal(tenantId, Buffer.from(secret), secretAad(tenantId))
+      await replaceSecret(sql, tenantId, sealed, clock.now())
+      return secret
+    },
+
+    list: (tenantId, page) => listDeliveries(sql, tenantId, page),
+    get: (tenantId, id) => getDelivery(sql, tenantId, id),
+  }
+}

@@ -1,0 +1,129 @@
+import type { Queryable } from '../platform/database.ts'
+
+/** Data access for webhook secrets and deliveries (the outbox). */
+
+export interface DeliveryAttempt {
+  attempt: number
+  at: string
+  statusCode: number | null
+  error: string | null
+  durationMs: number
+  responseExcerpt: string | null
+}
+
+export interface DeliveryRow {
+  id: string
+  tenant_id: string
+  event_id: string
+  event_type: string
+  url: string
+  payload: string
+  status: 'pending' | 'succeeded' | 'failed'
+  attempts: DeliveryAttempt[]
+  claimed_attempt: number
+  next_attempt_at: Date | null
+  created_at: Date
+  completed_at: Date | null
+}
+
+export async function getSealedSecret(db: Queryable, tenantId: string): Promise<Buffer | undefined> {
+  const [row] = await db<{ sealed_secret: Buffer }[]>`
+    SELECT sealed_secret FROM webhook_secrets WHERE tenant_id = ${tenantId}`
+  return row?.sealed_secret
+}
+
+/** Inserts the tenant's secret unless one exists; returns the one that is stored. */
+export async function insertSecretIfAbsent(
+  db: Queryable,
+  tenantId: string,
+  sealed: Buffer,
+  now: Date,
+): Promise<Buffer> {
+  await db`
+    INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
+    VALUES (${tenantId}, ${sealed}, ${now}) ON CONFLICT (tenant_id) DO NOTHING`
+  return (await getSealedSecret(db, tenantId))!
+}
+
+export async function replaceSecret(
+  db: Queryable,
+  tenantId: string,
+  sealed: Buffer,
+  now: Date,
+): Promise<void> {
+  await db`
+    INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
+    VALUES (${tenantId}, ${sealed}, ${now})
+    ON CONFLICT (tenant_id) DO UPDATE SET sealed_secret = EXCLUDED.sealed_secret, created_at = EXCLUDED.created_at`
+}
+
+export async function insertDelivery(
+  db: Queryable,
+  row: Pick<DeliveryRow, 'id' | 'tenant_id' | 'event_id' | 'event_type' | 'url' | 'payload' | 'created_at'>,
+): Promise<void> {
+  await db`
+    INSERT INTO webhook_deliveries ${db({ ...row, status: 'pending', next_attempt_at: row.created_at })}`
+}
+
+/**
+ * Claims attempt `attempt` of a pending delivery: only the attempt after the last one claimed
+ * can be, so a job that arrives twice (or late, after a Redis restart) does nothing.
+ */
+export async function claimAttempt(
+  db: Queryable,
+  id: string,
+  attempt: number,
+): Promise<DeliveryRow | undefined> {
+  const [row] = await db<DeliveryRow[]>`
+    UPDATE webhook_deliveries SET claimed_attempt = ${attempt}
+    WHERE id = ${id} AND status = 'pending' AND claimed_attempt = ${attempt - 1}
+    RETURNING *`
+  return row
+}
+
+export async function recordAttempt(
+  db: Queryable,
+  id: string,
+  attempt: DeliveryAttempt,
+  outcome: { status: DeliveryRow['status']; nextAttemptAt: Date | null; completedAt: Date | null },
+): Promise<void> {
+  await db`
+    UPDATE webhook_deliveries SET
+      attempts = attempts || ${db.json([attempt] as never)}::jsonb,
+      status = ${outcome.status},
+      next_attempt_at = ${outcome.nextAttemptAt},
+      completed_at = ${outcome.completedAt}
+    WHERE id = ${id}`
+}
+
+/** Pending deliveries whose next attempt is overdue by `grace`: their job was lost. */
+export async function overdueDeliveries(
+  db: Queryable,
+  before: Date,
+  limit: number,
+): Promise<Pick<DeliveryRow, 'id' | 'claimed_attempt' | 'next_attempt_at'>[]> {
+  return db<Pick<DeliveryRow, 'id' | 'claimed_attempt' | 'next_attempt_at'>[]>`
+    SELECT id, claimed_attempt, next_attempt_at FROM webhook_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= ${before}
+    ORDER BY next_attempt_at LIMIT ${limit}`
+}
+
+export async function listDeliveries(
+  db: Queryable,
+  tenantId: string,
+  page: { limit: number; offset: number },
+): Promise<DeliveryRow[]> {
+  return db<DeliveryRow[]>`
+    SELECT * FROM webhook_deliveries WHERE tenant_id = ${tenantId}
+    ORDER BY created_at DESC, id LIMIT ${page.limit} OFFSET ${page.offset}`
+}
+
+export async function getDelivery(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<DeliveryRow | undefined> {
+  const [row] = await db<DeliveryRow[]>`
+    SELECT * FROM webhook_deliveries WHERE tenant_id = ${tenantId} AND id = ${id}`
+  return row
+}
