@@ -82,5 +82,7 @@ async function readExcerpt(response: Response): Promise<string | null> {
     reader.cancel().catch(() => {})
   }
   if (length === 0) return null
-  return Buffer.concat(chunks).subarray(0, EXCERPT_BYTES).toString('utf8')
+  // `stream: true` holds back a character cut at the limit instead of turning it into U+FFFD
+  // (3 bytes), so the excerpt never exceeds EXCERPT_BYTES.
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES), { stream: true })
 }

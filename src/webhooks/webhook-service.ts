@@ -20,6 +20,8 @@ import {
 /** Spec 6 and 8: a failed delivery is retried 3 times, after 1 s, 10 s and 60 s. */
 export const RETRY_DELAYS_MS = [1000, 10_000, 60_000] as const
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1
+/** Beyond the attempt's own timeout: signing, recording and a slow database. */
+const LEASE_MARGIN_MS = 30_000
 
 export interface WebhookEvent {
   type: string
@@ -98,7 +100,8 @@ export function createWebhookService(deps: {
     },
 
     async attempt(deliveryId, attempt) {
-      const row = await claimAttempt(sql, deliveryId, attempt)
+      const leaseUntil = new Date(clock.now().getTime() + deps.timeoutMs + LEASE_MARGIN_MS)
+      const row = await claimAttempt(sql, deliveryId, attempt, leaseUntil)
       if (!row) return null
       const secret = await secretBytes(sql, row.tenant_id)
       let signature: string

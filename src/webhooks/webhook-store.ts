@@ -73,9 +73,11 @@ export async function claimAttempt(
   db: Queryable,
   id: string,
   attempt: number,
+  leaseUntil: Date,
 ): Promise<DeliveryRow | undefined> {
+  // The lease: while the attempt runs, the outbox sweep must not take it for a lost job.
   const [row] = await db<DeliveryRow[]>`
-    UPDATE webhook_deliveries SET claimed_attempt = ${attempt}
+    UPDATE webhook_deliveries SET claimed_attempt = ${attempt}, next_attempt_at = ${leaseUntil}
     WHERE id = ${id} AND status = 'pending' AND claimed_attempt = ${attempt - 1}
     RETURNING *`
   return row
