@@ -16,6 +16,8 @@ export function startJobs(services: Services): Promise<JobRunner> {
     rotation: services.rotation,
     keys: services.keys,
     webhooks: services.webhooks,
+    // Inside the process's shutdown grace period, leaving time to close connections.
+    closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
   })
 }
 

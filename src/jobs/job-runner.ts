@@ -31,6 +31,8 @@ export interface JobDeps {
   rotation: Pick<RotationService, 'rotateDue'>
   keys: Pick<KeyService, 'expireDue' | 'destroyDue'>
   webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
+  /** How long stop() waits for running jobs before closing the workers regardless. */
+  closeTimeoutMs: number
 }
 
 const MAINTENANCE = 'maintenance'
@@ -133,7 +135,24 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     async stop() {
       stopped = true
       connection.off('ready', reschedule)
-      await Promise.all([maintenanceWorker.close(), deliveryWorker.close()])
+      // Waiting for running jobs needs Redis: without it (or past the deadline) BullMQ's close
+      // never settles, so the workers are closed at once; a job cut short is retried, and every
+      // job is safe to run again (see above).
+      const workers = [maintenanceWorker, deliveryWorker]
+      const graceful =
+        connection.status === 'ready'
+          ? Promise.all(workers.map((worker) => worker.close())).then(() => true)
+          : Promise.resolve(false)
+      let timer: NodeJS.Timeout | undefined
+      const deadline = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), deps.closeTimeoutMs)
+      })
+      const finished = await Promise.race([graceful, deadline])
+      clearTimeout(timer)
+      if (!finished) {
+        logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')
+        await Promise.all(workers.map((worker) => worker.close(true)))
+      }
       await Promise.all([maintenance.close(), deliveries.close()])
       connection.disconnect()
     },
