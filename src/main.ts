@@ -150,10 +150,10 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
   const shutdown = (signal: string) => {
     if (stopping) return
     stopping = true
-    logger.info({ signal }, 'shutting down API processes')
+    logger.info({ signal }, 'shutting down the API and job processes')
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM')
     setTimeout(() => {
-      logger.error('API processes did not stop in time')
+      logger.error('processes did not stop in time')
       process.exit(1)
     }, config.shutdownGraceMs + 5000).unref()
   }
