@@ -41,6 +41,19 @@ async function waitForVersion(keyId: string, expected: number): Promise<void> {
   await waitFor(async () => (await version(keyId)) === expected, `key ${keyId} at version ${expected}`)
 }
 
+/**
+ * Returns once a whole rotation sweep has run at the clock's current time: a sentinel key is made
+ * due at exactly now, the latest due time of all, and sweeps take due keys oldest first, so by
+ * the time the sentinel is rotated every key due at this time has been too. A test then asserts
+ * that a key was *not* rotated without guessing how long a sweep takes.
+ */
+async function sweepPassed(): Promise<void> {
+  const sentinel = await createKey('HMAC-SHA256', 'HMAC')
+  await call('POST', `/keys/${sentinel}/rotation-policy`, { frequency: 'Yearly' })
+  await svc.sql`UPDATE keys SET next_rotation_at = ${clock.now()} WHERE id = ${sentinel}`
+  await waitForVersion(sentinel, 2)
+}
+
 describe('each frequency rotates once per interval', () => {
   for (const [frequency, days] of Object.entries(FREQUENCIES) as [Frequency, number][]) {
     test(`${frequency}: a version every ${days} day(s), and not before`, async () => {
@@ -57,7 +70,7 @@ describe('each frequency rotates once per interval', () => {
 
       // Just before the interval: nothing happens, however many sweeps run.
       clock.advance(days * DAY_MS - 1000)
-      await new Promise((resolve) => setTimeout(resolve, 400))
+      await sweepPassed()
       assert.equal(await version(keyId), 1)
 
       clock.advance(1000)
@@ -106,7 +119,7 @@ test('pause keeps its time and stops rotations; resume rotates what fell due, th
   assert.equal((await call('POST', `/keys/${keyId}/rotation-policy/pause`)).body.pausedAt, pausedAt)
 
   clock.advance(14 * DAY_MS)
-  await new Promise((resolve) => setTimeout(resolve, 400))
+  await sweepPassed()
   assert.equal(await version(keyId), 1, 'no rotation while paused')
   assert.equal((await call('GET', `/keys/${keyId}/rotation-policy`)).body.pausedAt, pausedAt)
 
@@ -144,7 +157,7 @@ test('a new frequency restarts the schedule; the same frequency keeps it; remova
   assert.equal((await call('GET', `/keys/${keyId}/rotation-policy`)).status, 404)
   assert.equal((await call('GET', `/keys/${keyId}`)).body.nextRotationAt, null)
   clock.advance(2 * DAY_MS)
-  await new Promise((resolve) => setTimeout(resolve, 400))
+  await sweepPassed()
   assert.equal(await version(keyId), 1)
 })
 

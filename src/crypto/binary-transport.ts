@@ -47,17 +47,8 @@ export function registerBinaryParser(app: FastifyInstance): void {
   app.addContentTypeParser(BINARY, { parseAs: 'buffer' }, (_request, body, done) => done(null, body))
 }
 
-/** A body schema for both media types: JSON validated by `json`, raw bytes by nothing. */
+/** A body or 200 response in either media type: JSON validated by `json`, raw bytes by nothing. */
 export const jsonOrBinary = (json: object, binaryDescription: string) => ({
-  content: {
-    'application/json': { schema: json },
-    [BINARY]: { schema: { description: binaryDescription } },
-  },
-})
-
-/** A 200 response in either media type. */
-export const jsonOrBinaryResponse = (json: object, binaryDescription: string) => ({
-  description: 'JSON for a JSON request, raw bytes (with X-Key-Id and X-Key-Version) for a binary one',
   content: {
     'application/json': { schema: json },
     [BINARY]: { schema: { description: binaryDescription } },

@@ -9,7 +9,6 @@ import {
   DecryptHeaders,
   EncryptHeaders,
   jsonOrBinary,
-  jsonOrBinaryResponse,
   registerBinaryParser,
   rejectBinaryHeaders,
   sendBinary,
@@ -32,6 +31,7 @@ import type { CryptoService } from './crypto-service.ts'
 import { toCompact } from './envelope.ts'
 
 const TAGS = ['Cryptographic operations']
+const RESPONSE_MEDIA = 'JSON for a JSON request; raw bytes, with X-Key-Id and X-Key-Version, for a binary one'
 
 const EncryptBody = Type.Object(
   {
@@ -88,7 +88,10 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
           headers: EncryptHeaders,
           body: jsonOrBinary(EncryptBody, 'The plaintext, up to 10 MiB'),
           response: {
-            200: jsonOrBinaryResponse(EncryptResponse, 'The compact envelope'),
+            200: {
+              description: RESPONSE_MEDIA,
+              ...jsonOrBinary(EncryptResponse, 'The compact envelope'),
+            },
             ...errorResponses(403, 404, 409, 413, 415),
           },
         },
@@ -130,7 +133,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
           headers: DecryptHeaders,
           body: jsonOrBinary(DecryptBody, 'The compact envelope'),
           response: {
-            200: jsonOrBinaryResponse(DecryptResponse, 'The plaintext'),
+            200: { description: RESPONSE_MEDIA, ...jsonOrBinary(DecryptResponse, 'The plaintext') },
             ...errorResponses(403, 409, 413, 415),
           },
         },

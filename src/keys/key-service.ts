@@ -197,7 +197,14 @@ export interface KeyService {
    * Adds `material` as the next version of a key the caller's transaction has locked (a
    * rotation policy's path). The caller records the audit and drops caches after commit.
    */
-  addVersion(tx: Queryable, locked: KeyRow, material: KeyMaterial, now: Date): Promise<KeyRow>
+  addVersion(
+    tx: Queryable,
+    locked: KeyRow,
+    material: KeyMaterial,
+    now: Date,
+    /** Other changes to the key row, made in the same update (the next rotation time). */
+    also?: Omit<KeyChanges, 'updated_at'>,
+  ): Promise<KeyRow>
   /**
    * Records, once per key, that its expiry time has passed (audit `keys.expire`). The state is
    * Expired from that moment whether or not this ran: it is derived from expires_at at each use.
@@ -553,8 +560,9 @@ export function createKeyService(deps: {
 
     newMaterial: (algorithm) => generate(algorithmByName(algorithm)),
 
-    async addVersion(tx, locked, material, now) {
-      return updateKey(tx, locked.tenant_id, locked.id, await versionChanges(tx, locked, material, now))
+    async addVersion(tx, locked, material, now, also = {}) {
+      const changes = await versionChanges(tx, locked, material, now)
+      return updateKey(tx, locked.tenant_id, locked.id, { ...also, ...changes })
     },
 
     revoke: async (actor, id) =>

@@ -300,11 +300,10 @@ export function createRotationService(deps: {
       const material = await deps.keys.newMaterial(algorithm)
       let rotatedKey: KeyRow
       try {
-        rotatedKey = await deps.keys.addVersion(tx, key, material, now)
+        rotatedKey = await deps.keys.addVersion(tx, key, material, now, { next_rotation_at: next })
       } finally {
         material.secret.fill(0)
       }
-      await updateKey(tx, tenantId, keyId, { next_rotation_at: next, updated_at: now })
       await audit.recordInTransaction(tx, {
         ...actor,
         action: 'keys.rotate',

@@ -10,11 +10,10 @@ import {
   getDelivery,
   getSealedSecret,
   insertDelivery,
-  insertSecretIfAbsent,
   listDeliveries,
   overdueDeliveries,
   recordAttempt,
-  replaceSecret,
+  storeSecret,
 } from './webhook-store.ts'
 
 /** Spec 6 and 8: a failed delivery is retried 3 times, after 1 s, 10 s and 60 s. */
@@ -71,7 +70,7 @@ export function createWebhookService(deps: {
     let sealed = await getSealedSecret(db, tenantId)
     if (!sealed) {
       const fresh = await tenantKeks.seal(tenantId, Buffer.from(newSecret()), secretAad(tenantId), db)
-      sealed = await insertSecretIfAbsent(db, tenantId, fresh, clock.now())
+      sealed = await storeSecret(db, tenantId, fresh, clock.now(), 'keep-existing')
     }
     return tenantKeks.open(tenantId, sealed, secretAad(tenantId), db)
   }
@@ -156,7 +155,7 @@ export function createWebhookService(deps: {
     async rotateSecret(tenantId) {
       const secret = newSecret()
       const sealed = await tenantKeks.seal(tenantId, Buffer.from(secret), secretAad(tenantId))
-      await replaceSecret(sql, tenantId, sealed, clock.now())
+      await storeSecret(sql, tenantId, sealed, clock.now(), 'replace')
       return secret
     },
 

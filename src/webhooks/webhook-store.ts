@@ -32,29 +32,31 @@ export async function getSealedSecret(db: Queryable, tenantId: string): Promise<
   return row?.sealed_secret
 }
 
-/** Inserts the tenant's secret unless one exists; returns the one that is stored. */
-export async function insertSecretIfAbsent(
+/**
+ * Stores the tenant's secret: `replace` overwrites the current one (rotation); otherwise a
+ * secret stored meanwhile by another process wins. Returns the secret that is stored.
+ */
+export async function storeSecret(
   db: Queryable,
   tenantId: string,
   sealed: Buffer,
   now: Date,
+  mode: 'replace' | 'keep-existing',
 ): Promise<Buffer> {
-  await db`
-    INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
-    VALUES (${tenantId}, ${sealed}, ${now}) ON CONFLICT (tenant_id) DO NOTHING`
-  return (await getSealedSecret(db, tenantId))!
-}
-
-export async function replaceSecret(
-  db: Queryable,
-  tenantId: string,
-  sealed: Buffer,
-  now: Date,
-): Promise<void> {
-  await db`
-    INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
-    VALUES (${tenantId}, ${sealed}, ${now})
-    ON CONFLICT (tenant_id) DO UPDATE SET sealed_secret = EXCLUDED.sealed_secret, created_at = EXCLUDED.created_at`
+  const [row] =
+    mode === 'replace'
+      ? await db<{ sealed_secret: Buffer }[]>`
+          INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
+          VALUES (${tenantId}, ${sealed}, ${now})
+          ON CONFLICT (tenant_id) DO UPDATE
+            SET sealed_secret = EXCLUDED.sealed_secret, created_at = EXCLUDED.created_at
+          RETURNING sealed_secret`
+      : await db<{ sealed_secret: Buffer }[]>`
+          INSERT INTO webhook_secrets (tenant_id, sealed_secret, created_at)
+          VALUES (${tenantId}, ${sealed}, ${now})
+          ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = webhook_secrets.tenant_id
+          RETURNING sealed_secret`
+  return row!.sealed_secret
 }
 
 export async function insertDelivery(
