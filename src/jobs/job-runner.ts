@@ -47,6 +47,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   const options = { connection, prefix: `${deps.prefix}jobs` }
   const maintenance = new Queue(MAINTENANCE, options)
   const deliveries = new Queue(WEBHOOKS, options)
+  // The queues report the shared connection's errors, which the connection already logs.
   maintenance.on('error', () => {})
   deliveries.on('error', () => {})
 
