@@ -243,3 +243,63 @@ describe('refusals', () => {
     assert.equal((await call('GET', `/keys/${keyId}/rotation-policy`)).body.paused, false, 'unchanged')
   })
 })
+
+describe('time-driven transitions run as jobs, without any read of the key', () => {
+  test('a key past expiresAt is marked Expired by the lifecycle sweep, audited once', async () => {
+    const res = await call('POST', '/keys', {
+      name: `exp-${Math.random()}`,
+      keyType: 'Encryption',
+      algorithm: 'ML-KEM-768',
+      expiresAt: new Date(clock.now().getTime() + DAY_MS).toISOString(),
+    })
+    assert.equal(res.status, 201, res.text)
+    const keyId = res.body.id as string
+    const expiredAt = async () =>
+      (await svc.sql<{ expired_at: Date | null }[]>`SELECT expired_at FROM keys WHERE id = ${keyId}`)[0]!
+        .expired_at
+    await sweepPassed()
+    assert.equal(await expiredAt(), null, 'not before its time')
+
+    clock.advance(DAY_MS)
+    await waitFor(async () => (await expiredAt()) !== null, 'the lifecycle sweep to mark the key')
+    assert.equal((await expiredAt())!.toISOString(), clock.now().toISOString())
+    const records = await svc.sql`
+      SELECT actor, outcome FROM audit_log WHERE action = 'keys.expire' AND resource = ${`key:${keyId}`}`
+    assert.deepEqual(
+      records.map((r) => `${r['actor']} ${r['outcome']}`),
+      ['system:lifecycle success'],
+    )
+    const key = (await call('GET', `/keys/${keyId}`)).body
+    assert.equal(key.state, 'Expired')
+    const refused = await call('POST', '/encrypt', { keyId, plaintext: 'aGVsbG8=' })
+    assert.equal(refused.status, 409, refused.text)
+  })
+
+  test('a key past its scheduled deletion date is destroyed by the sweep: every version erased', async () => {
+    const keyId = await createKey('ML-DSA-65', 'Signing')
+    assert.equal((await call('POST', `/keys/${keyId}/rotate`)).status, 200)
+    const scheduled = await call('DELETE', `/keys/${keyId}?pendingWindowDays=7`)
+    assert.equal(scheduled.status, 200, scheduled.text)
+    const versions = () =>
+      svc.sql<{ sealed_material: Buffer | null; public_key: Buffer | null }[]>`
+        SELECT sealed_material, public_key FROM key_versions WHERE key_id = ${keyId}`
+    clock.advance(7 * DAY_MS - 1000)
+    await sweepPassed()
+    for (const row of await versions()) assert.notEqual(row.sealed_material, null, 'kept until the date')
+
+    clock.advance(1000)
+    await waitFor(
+      async () => (await versions()).every((row) => row.sealed_material === null && row.public_key === null),
+      'the lifecycle sweep to erase the material',
+    )
+    assert.equal((await versions()).length, 2)
+    const [row] = await svc.sql<
+      { destroyed_at: Date | null }[]
+    >`SELECT destroyed_at FROM keys WHERE id = ${keyId}`
+    assert.notEqual(row!.destroyed_at, null)
+    const records = await svc.sql`
+      SELECT actor FROM audit_log WHERE action = 'keys.destroy' AND resource = ${`key:${keyId}`}`
+    assert.equal(records.length, 1)
+    assert.equal((await call('GET', `/keys/${keyId}`)).body.state, 'Destroyed')
+  })
+})
