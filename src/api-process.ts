@@ -40,6 +40,8 @@ export async function startApiProcess(
     batches: services.batches,
     rotation: services.rotation,
     webhooks: services.webhooks,
+    folders: services.folders,
+    secrets: services.secrets,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,

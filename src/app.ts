@@ -29,6 +29,10 @@ import { installErrorHandlers } from './platform/error-handler.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
 import type { RotationService } from './rotation/rotation-service.ts'
+import { folderRoutes } from './secrets/folder-routes.ts'
+import type { FolderService } from './secrets/folder-service.ts'
+import { secretRoutes } from './secrets/secret-routes.ts'
+import type { SecretService } from './secrets/secret-service.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
 import { webhookRoutes } from './webhooks/webhook-routes.ts'
 import type { WebhookService } from './webhooks/webhook-service.ts'
@@ -46,6 +50,8 @@ export interface AppDeps {
   batches: BatchService
   rotation: RotationService
   webhooks: WebhookService
+  folders: FolderService
+  secrets: SecretService
   version: string
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
@@ -144,6 +150,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(batchRoutes(deps.batches))
       await api.register(signingRoutes(deps.signing))
       await api.register(dataKeyRoutes(deps.crypto))
+      await api.register(secretRoutes(deps.secrets))
+      await api.register(folderRoutes(deps.folders))
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
     },
     { prefix: API_PREFIX },

@@ -35,6 +35,8 @@ export interface Config {
   /** What `npm start` runs: API processes, the background job process, or both. */
   role: ProcessRole
   jobs: JobsConfig
+  /** Value versions kept per secret, the current one included. */
+  secretVersionsKept: number
 }
 
 export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
@@ -197,6 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: integer(env, 'KMS_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     entropy: entropyConfig(env),
     role: role(env),
+    secretVersionsKept: integer(env, 'KMS_SECRET_VERSIONS_KEPT', 10, 1, 1000),
     jobs: {
       sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
       concurrency: integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000),

@@ -21,6 +21,9 @@ import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
 import { createRedis, waitUntilReady } from './platform/redis.ts'
 import { createRotationService, type RotationService } from './rotation/rotation-service.ts'
+import { createFolderService, type FolderService } from './secrets/folder-service.ts'
+import { createSecretSealing } from './secrets/secret-sealing.ts'
+import { createSecretService, type SecretService } from './secrets/secret-service.ts'
 import { VERSION } from './version.ts'
 import { createWebhookService, type WebhookService } from './webhooks/webhook-service.ts'
 
@@ -45,6 +48,8 @@ export interface Services {
   batches: BatchService
   rotation: RotationService
   webhooks: WebhookService
+  folders: FolderService
+  secrets: SecretService
   close(): Promise<void>
 }
 
@@ -90,6 +95,15 @@ export async function createServices(
     userAgent: `kms-webhooks/${VERSION}`,
   })
   const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, clock })
+  const folders = createFolderService({ sql, audit, clock })
+  const secrets = createSecretService({
+    sql,
+    audit,
+    sealing: createSecretSealing(tenantKeks),
+    folders,
+    clock,
+    versionsKept: config.secretVersionsKept,
+  })
 
   return {
     config,
@@ -111,6 +125,8 @@ export async function createServices(
     batches,
     rotation,
     webhooks,
+    folders,
+    secrets,
     async close() {
       random.close()
       await audit.flush()

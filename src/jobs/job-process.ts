@@ -15,6 +15,7 @@ export function startJobs(services: Services): Promise<JobRunner> {
     logger: services.logger.child({ component: 'jobs' }),
     rotation: services.rotation,
     keys: services.keys,
+    secrets: services.secrets,
     webhooks: services.webhooks,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),

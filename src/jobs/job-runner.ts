@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { JobsConfig } from '../config.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
+import type { SecretService } from '../secrets/secret-service.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 
 /**
@@ -11,7 +12,8 @@ import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts
  * *what* is due, so every job is a sweep or an attempt that is safe to run twice, late, or in
  * several processes at once:
  * - `rotation-sweep`: rotates each key whose policy is due, once (row lock + re-check);
- * - `lifecycle-sweep`: marks keys past their expiry, destroys keys past their deletion date;
+ * - `lifecycle-sweep`: marks keys past their expiry, destroys keys past their deletion date,
+ *   purges secrets deleted longer ago than their restore window;
  * - `webhook-sweep`: re-sends delivery jobs lost with Redis (the outbox is in PostgreSQL);
  * - `deliver`: one attempt of one webhook delivery, claimed in PostgreSQL before it is made.
  * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
@@ -30,6 +32,7 @@ export interface JobDeps {
   logger: Logger
   rotation: Pick<RotationService, 'rotateDue'>
   keys: Pick<KeyService, 'expireDue' | 'destroyDue'>
+  secrets: Pick<SecretService, 'purgeDue'>
   webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
@@ -92,8 +95,11 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       if (job.name === 'lifecycle-sweep') {
         const expired = await deps.keys.expireDue(sweepId)
         const destroyed = await deps.keys.destroyDue(sweepId)
-        if (expired > 0 || destroyed > 0) logger.info({ expired, destroyed }, 'lifecycle sweep')
-        return { expired, destroyed }
+        const purgedSecrets = await deps.secrets.purgeDue(sweepId)
+        if (expired > 0 || destroyed > 0 || purgedSecrets > 0) {
+          logger.info({ expired, destroyed, purgedSecrets }, 'lifecycle sweep')
+        }
+        return { expired, destroyed, purgedSecrets }
       }
       if (job.name === 'webhook-sweep') {
         // A delivery job normally runs within moments of its due time; one overdue by several

@@ -3,6 +3,7 @@ import { type Static, Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, toDate } from '../platform/http-schemas.ts'
+import { parseInclude } from '../platform/include.ts'
 import type { PublicFormat } from './key-material.ts'
 import {
   CreateKeyBody,
@@ -78,25 +79,6 @@ function decodeCursor(text: string, sort: KeySort, descending: boolean): KeyList
     throw invalidCursor()
   }
   return { favorite, value: value as string | number, id }
-}
-
-type IncludeField = (typeof PUBLIC_INCLUDE_FIELDS)[number]
-
-/** The record fields `include` names, checked before any work is done. */
-function parseInclude(include: string | undefined): readonly IncludeField[] {
-  if (!include) return []
-  const requested = include.split(',').filter((f) => f !== '')
-  const unknown = requested.filter(
-    (f) => f !== 'metadata' && f !== 'all' && !(PUBLIC_INCLUDE_FIELDS as readonly string[]).includes(f),
-  )
-  if (unknown.length > 0) {
-    throw new AppError(400, 'validation_failed', `include names unknown fields: ${unknown.join(', ')}`, {
-      fields: [{ path: 'querystring/include', message: 'names unknown fields' }],
-      allowedFields: [...PUBLIC_INCLUDE_FIELDS, 'metadata', 'all'],
-    })
-  }
-  if (requested.some((f) => f === 'metadata' || f === 'all')) return PUBLIC_INCLUDE_FIELDS
-  return requested as IncludeField[]
 }
 
 /** A file name from the key name, safe in a header; the id when nothing printable is left. */
@@ -307,7 +289,12 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const { format, include, version } = request.query
-        const fields = parseInclude(include)
+        const fields = [
+          ...parseInclude(include, PUBLIC_INCLUDE_FIELDS, {
+            metadata: PUBLIC_INCLUDE_FIELDS,
+            all: PUBLIC_INCLUDE_FIELDS,
+          }).fields,
+        ]
         const result = await keys.exportPublic(actorOf(request), request.params.keyId, format, version)
         const { exported } = result
         if (exported.format === 'JWK') return exported.jwk as Static<typeof JwkSchema>

@@ -1,14 +1,10 @@
 import { Type } from 'typebox'
-import { Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'
 import { KEY_STATES } from './key-state.ts'
 import { KEY_SORTS } from './key-store.ts'
-
-/** Printable text: no control characters in names and labels, which end up in UIs and logs. */
-const Printable = (maxLength: number, description: string) =>
-  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f]+$', description })
 
 const KeyName = Printable(200, 'Unique within the tenant')
 const Description = Text(1000, 'Free text')

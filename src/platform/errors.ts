@@ -30,8 +30,22 @@ export const serviceUnavailable = (code: string, message: string) => new AppErro
 /** PostgreSQL SQLSTATE for unique_violation. */
 export const UNIQUE_VIOLATION = '23505'
 
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+/** PostgreSQL SQLSTATE for foreign_key_violation. */
+export const FOREIGN_KEY_VIOLATION = '23503'
+
+function isViolation(error: unknown, sqlState: string, constraint?: string): boolean {
   if (typeof error !== 'object' || error === null) return false
   const e = error as { code?: unknown; constraint_name?: unknown }
-  return e.code === UNIQUE_VIOLATION && (constraint === undefined || e.constraint_name === constraint)
+  return e.code === sqlState && (constraint === undefined || e.constraint_name === constraint)
 }
+
+export const isUniqueViolation = (error: unknown, constraint?: string) =>
+  isViolation(error, UNIQUE_VIOLATION, constraint)
+
+/** A row that a concurrent transaction removed, or that still has dependants. */
+export const isForeignKeyViolation = (error: unknown, constraint?: string) =>
+  isViolation(error, FOREIGN_KEY_VIOLATION, constraint)
+
+/** A 400 naming the one request field at fault, in the shape schema validation failures have. */
+export const invalidField = (path: string, message: string) =>
+  new AppError(400, 'validation_failed', `${path} ${message}`, { fields: [{ path, message }] })

@@ -62,6 +62,10 @@ export function toDate(value: string, field: string): Date {
 export const Text = (maxLength: number, description: string, minLength = 0) =>
   Type.String({ minLength, maxLength, pattern: '^[^\\u0000]*$', description })
 
+/** Printable text: no control characters in names and labels, which end up in UIs and logs. */
+export const Printable = (maxLength: number, description: string) =>
+  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f]+$', description })
+
 export const IdParams = Type.Object({ id: Uuid('Resource id') }, { additionalProperties: false })
 
 export const PageQuery = {
