@@ -1743,8 +1743,24 @@ describe(`fuzz (seed ${SEED})`, () => {
       assert.equal(created.status, 201, `could not create a key for the fuzz: ${created.text}`)
       keyIds.push(created.body.id)
     }
+    // A secret with every kind of content and a folder, so secret routes get past the lookup too.
+    const folder = await svc.request('POST', `${API}/folders`, { key: admin.key, body: { name: 'fuzz' } })
+    assert.equal(folder.status, 201, `could not create a folder for the fuzz: ${folder.text}`)
+    const secret = await svc.request('POST', `${API}/secrets`, {
+      key: admin.key,
+      body: {
+        name: 'fuzz-secret',
+        value: 'v',
+        notes: 'n',
+        folderId: folder.body.id,
+        customFields: [{ name: 'pin', type: 'number', value: 1, sensitive: true }],
+        totp: { secret: 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ' },
+      },
+    })
+    assert.equal(secret.status, 201, `could not create a secret for the fuzz: ${secret.text}`)
     cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes, {
       keyId: keyIds,
+      id: [secret.body.id, folder.body.id],
     }).build(TARGET_CASES, MIN_RANDOM_ROUNDS)
 
     const started = performance.now()
