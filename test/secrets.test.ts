@@ -493,10 +493,16 @@ describe('value reads are audited', () => {
 })
 
 describe('inactive secrets', () => {
-  test('their value, old values and TOTP are refused; metadata is not; reactivation restores reads', async () => {
-    const { id } = await create({ value: 'dormant', totp: { secret: 'JBSWY3DPEHPK3PXP' }, isActive: false })
+  test('their value, notes, old values and TOTP are refused; metadata is not; reactivation restores reads', async () => {
+    const { id } = await create({
+      value: 'dormant',
+      notes: 'asleep',
+      totp: { secret: 'JBSWY3DPEHPK3PXP' },
+      isActive: false,
+    })
     for (const path of [
       `/secrets/${id}?include=all`,
+      `/secrets/${id}?include=notes`,
       `/secrets/${id}/versions/1?include=all`,
       `/secrets/${id}/totp`,
     ]) {
@@ -512,6 +518,7 @@ describe('inactive secrets', () => {
     )
     assert.equal(listed.body.data.length, 1)
     assert.equal(listed.body.data[0].value, undefined, 'the list leaves the value out')
+    assert.equal(listed.body.data[0].notes, undefined, 'and the notes')
     assert.equal(listed.body.data[0].isActive, false)
     assert.equal((await call('PATCH', `/secrets/${id}`, { isActive: true })).status, 200)
     assert.equal((await get(id, 'all')).value, 'dormant')

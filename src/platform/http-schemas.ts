@@ -1,5 +1,6 @@
 import { type TSchema, Type } from 'typebox'
 import { AppError } from './errors.ts'
+import { LOWERCASE_KEYWORD } from './validation.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
 export const ErrorSchema = Type.Object(
@@ -35,6 +36,8 @@ export const Uuid = (description: string) =>
   Type.String({
     format: 'uuid',
     pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+    // Either case is accepted; routes see the canonical lower case (validation.ts).
+    [LOWERCASE_KEYWORD]: true,
     description,
   })
 

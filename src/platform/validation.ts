@@ -2,6 +2,15 @@ import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifySchemaCompiler } from 'fastify'
 
+type DataContext = { parentData: unknown; parentDataProperty: string | number }
+
+/**
+ * A schema keyword that lower-cases a valid string in place. Identifiers such as UUIDs are
+ * case-insensitive on input but stored and compared (and bound into AADs) in one form; folding
+ * them at validation means no code path can meet the client's spelling.
+ */
+export const LOWERCASE_KEYWORD = 'x-lowercase'
+
 // ajv-formats is CommonJS; its default export arrives wrapped under native ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
   ajv: Ajv,
@@ -20,6 +29,19 @@ function makeAjv(options: Options): Ajv {
     ...options,
   })
   addFormats(ajv)
+  ajv.addKeyword({
+    keyword: LOWERCASE_KEYWORD,
+    type: 'string',
+    schemaType: 'boolean',
+    modifying: true,
+    validate: (enabled: boolean, data: string, _schema: unknown, context?: DataContext) => {
+      if (enabled && context && context.parentDataProperty !== undefined) {
+        ;(context.parentData as Record<string | number, unknown>)[context.parentDataProperty] =
+          data.toLowerCase()
+      }
+      return true
+    },
+  })
   return ajv
 }
 

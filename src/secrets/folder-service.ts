@@ -160,6 +160,7 @@ export function createFolderService(deps: { sql: Sql; audit: AuditLog; clock: Cl
     },
 
     async list(actor, parent, page) {
+      if (parent) await requireFolder(sql, actor.tenantId, parent)
       const { rows, total } = await listFolders(sql, actor.tenantId, parent, page)
       return { data: rows.map(toView), total }
     },
@@ -190,7 +191,7 @@ export function createFolderService(deps: { sql: Sql; audit: AuditLog; clock: Cl
             updated_at: now,
             updated_by: actor.actor,
           })
-          await record(tx, actor, 'folders.update', id, { parentId })
+          await record(tx, actor, 'folders.update', id, { parentId, name: body.name ?? current.name })
           return get(actor, id, tx)
         }),
       )

@@ -18,18 +18,19 @@ export async function insertFolder(db: Queryable, row: FolderRow): Promise<void>
 }
 
 /**
- * Folders of the tenant with their path from the top. The walk up is bounded by the depth
+ * Folders of the tenant with their path from the top, and the path as an array of names, which
+ * sorts a folder's subfolders right after it (as text, `a-x` would sort between `a` and `a/b`). The walk up is bounded by the depth
  * limit, so even a corrupted parent chain cannot loop.
  */
 const withPaths = (db: Queryable, tenantId: string) => db`
-  WITH RECURSIVE chain (id, ancestor, name, depth) AS (
-    SELECT id, parent_id, name, 1 FROM secret_folders WHERE tenant_id = ${tenantId}
+  WITH RECURSIVE chain (id, ancestor, path, names, depth) AS (
+    SELECT id, parent_id, name, ARRAY[name], 1 FROM secret_folders WHERE tenant_id = ${tenantId}
     UNION ALL
-    SELECT c.id, f.parent_id, f.name || '/' || c.name, c.depth + 1
+    SELECT c.id, f.parent_id, f.name || '/' || c.path, f.name || c.names, c.depth + 1
     FROM chain c JOIN secret_folders f ON f.id = c.ancestor
     WHERE c.depth < 64
   ),
-  paths AS (SELECT id, name AS path FROM chain WHERE ancestor IS NULL)`
+  paths AS (SELECT id, path, names FROM chain WHERE ancestor IS NULL)`
 
 export async function findFolder(
   db: Queryable,
@@ -70,7 +71,7 @@ export async function listFolders(
     SELECT f.*, p.path, count(*) OVER ()::int AS total
     FROM secret_folders f JOIN paths p ON p.id = f.id
     WHERE f.tenant_id = ${tenantId} ${parentCondition}
-    ORDER BY p.path, f.id LIMIT ${page.limit} OFFSET ${page.offset}`
+    ORDER BY p.names, f.id LIMIT ${page.limit} OFFSET ${page.offset}`
   if (rows.length > 0 || page.offset === 0) return { rows, total: rows[0]?.total ?? 0 }
   const [count] = await db<{ total: number }[]>`
     SELECT count(*)::int AS total FROM secret_folders f WHERE f.tenant_id = ${tenantId} ${parentCondition}`

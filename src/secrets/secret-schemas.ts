@@ -85,7 +85,7 @@ const TotpInput = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: 2048,
-        pattern: '^otpauth://',
+        pattern: '^[oO][tT][pP][aA][uU][tT][hH]://',
         description: 'An otpauth://totp/ URI instead of secret',
       }),
     ),

@@ -252,8 +252,10 @@ export function createSecretService(deps: {
     const { fields } = selection
     const view: SecretView = { id: row.id, name: row.name, version: row.current_version }
     const revealed: string[] = []
+    // An inactive secret reveals nothing sealed: a list leaves its content out.
     const reveal = selection.all && row.is_active
-    const needsKey = (fields.has('notes') && row.sealed_notes) || reveal
+    const showNotes = fields.has('notes') && row.is_active
+    const needsKey = (showNotes && row.sealed_notes) || reveal
     const key = needsKey ? await sealing.open(row.tenant_id, row.id, row.sealed_dek, db) : null
     if (reveal && key) {
       const version = await findVersion(db, row.id, row.current_version)
@@ -276,7 +278,7 @@ export function createSecretService(deps: {
         value: f.sensitive ? (sensitive?.[f.name] ?? null) : (f.value ?? null),
       }))
     }
-    if (fields.has('notes')) {
+    if (showNotes) {
       view.notes = row.sealed_notes && key ? key.open('notes', row.sealed_notes).toString('utf8') : null
       if (row.sealed_notes) revealed.push('notes')
     }
@@ -377,7 +379,7 @@ export function createSecretService(deps: {
 
     async get(actor, id, selection) {
       const row = await requireLive(sql, actor, id)
-      if (selection.all && !row.is_active) throw inactive()
+      if ((selection.all || selection.fields.has('notes')) && !row.is_active) throw inactive()
       const { view, revealed } = await project(row, selection)
       if (revealed.length > 0) await audit.record(accessEntry(actor, row, revealed))
       return view
@@ -536,8 +538,9 @@ export function createSecretService(deps: {
       return (await project(outcome, METADATA)).view
     },
 
-    async move(actor, ids, folderId) {
+    async move(actor, requested, folderId) {
       const now = clock.now()
+      const ids = [...new Set(requested)]
       return writing(() =>
         sql.begin(async (tx) => {
           if (folderId) await deps.folders.requireFolder(tx, actor.tenantId, folderId)

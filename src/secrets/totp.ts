@@ -65,7 +65,8 @@ function parseUri(uri: string): TotpInput {
   } catch {
     throw new TotpInputError('uri is not an otpauth:// URI')
   }
-  if (url.protocol !== 'otpauth:' || url.hostname !== 'totp') {
+  // Hosts of non-special schemes keep their case: OTPAUTH://TOTP/ is the same URI.
+  if (url.protocol !== 'otpauth:' || url.hostname.toLowerCase() !== 'totp') {
     throw new TotpInputError('uri must be an otpauth://totp/ URI')
   }
   const number = (name: string) => {
