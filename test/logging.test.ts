@@ -97,3 +97,54 @@ test('key material, passwords and exported private keys never reach the logs', a
   assert.ok(!output.includes('wrong-password-marker'), 'a wrong password is not logged')
   assert.ok(!output.includes(exported.body.privateKey.d), 'the exported private scalar is not logged')
 })
+
+test('secret values, notes, sensitive fields, TOTP seeds and codes never reach the logs', async () => {
+  const created = await runCli(['create-tenant', '--name', 'logged-secrets'], owner.env)
+  assert.equal(created.code, 0, created.stderr)
+  const key = JSON.parse(created.stdout).apiKey.key as string
+  const seed = 'KRSXG5CTMVRXEZLUKN2XAZLSKNSWG4TFOQ'
+  const markers = ['value-marker-7d1f', 'notes-marker-3a9c', 'sensitive-marker-55e2', seed]
+  const call = (method: string, path: string, body?: unknown, id = 'secrets-log') =>
+    httpRequest(svc.baseUrl, method, `/api/v1${path}`, {
+      key,
+      ...(body === undefined ? {} : { body }),
+      headers: { 'x-request-id': id },
+    })
+  const secret = await call('POST', '/secrets', {
+    name: 'logged-secret',
+    value: markers[0],
+    notes: markers[1],
+    customFields: [{ name: 'pin', value: markers[2], sensitive: true }],
+    totp: { secret: seed },
+  })
+  assert.equal(secret.status, 201, secret.text)
+  const id = secret.body.id as string
+  assert.equal((await call('GET', `/secrets/${id}?include=all`)).body.value, markers[0])
+  const code = await call('GET', `/secrets/${id}/totp`)
+  assert.equal(code.status, 200, code.text)
+  assert.equal((await call('PATCH', `/secrets/${id}`, { value: 'value-marker-second' })).status, 200)
+  assert.equal((await call('GET', `/secrets/${id}/versions/1?include=all`)).body.value, markers[0])
+  // Refused writes carrying sensitive content: a bad custom field, a bad seed, a taken name.
+  const refused = [
+    await call('POST', '/secrets', {
+      name: 'x',
+      value: 'refused-marker-1',
+      customFields: [{ name: 'n', type: 'number', value: 'refused-marker-2' }],
+    }),
+    await call('PATCH', `/secrets/${id}`, { totp: { secret: 'refused-marker-3!' } }),
+    await call('POST', '/secrets', { name: 'logged-secret', value: 'refused-marker-4' }),
+  ]
+  assert.deepEqual(
+    refused.map((r) => r.status),
+    [400, 400, 409],
+  )
+  await call('GET', '/tenant', undefined, 'last-secrets')
+  await waitFor(() => svc.output().includes('last-secrets'), 'the last request log')
+
+  const output = svc.output()
+  assert.match(output, /secrets-log/, 'the secret requests were logged')
+  for (const marker of [...markers, 'value-marker-second', 'refused-marker']) {
+    assert.ok(!output.includes(marker), `${marker} is not logged`)
+  }
+  assert.ok(!output.includes(`"${code.body.code}"`), 'the TOTP code is not logged')
+})
