@@ -28,20 +28,7 @@ export async function startApiProcess(
   // Serving processes only (the CLI builds the same services and needs no monitor).
   const eventLoop = createEventLoopMonitor()
   const app = await buildApp({
-    logger,
-    sql: services.sql,
-    redis: services.redis,
-    authenticator: services.authenticator,
-    audit: services.audit,
-    apiKeys: services.apiKeys,
-    keys: services.keys,
-    crypto: services.crypto,
-    signing: services.signing,
-    batches: services.batches,
-    rotation: services.rotation,
-    webhooks: services.webhooks,
-    folders: services.folders,
-    secrets: services.secrets,
+    ...services,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,

@@ -3,55 +3,45 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
-import type { Redis } from 'ioredis'
-import type { Logger } from 'pino'
-import type { AuditLog } from './audit/audit-log.ts'
 import { auditRoutes } from './audit/audit-routes.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
-import type { ApiKeyService } from './auth/api-key-service.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
-import type { Authenticator } from './auth/authenticator.ts'
 import { batchRoutes } from './crypto/batch-routes.ts'
-import type { BatchService } from './crypto/batch-service.ts'
 import { cryptoRoutes } from './crypto/crypto-routes.ts'
-import type { CryptoService } from './crypto/crypto-service.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
 import { signingRoutes } from './crypto/signing-routes.ts'
-import type { SigningService } from './crypto/signing-service.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
 import type { EventLoopMonitor } from './health/event-loop-monitor.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
-import type { KeyService } from './keys/key-service.ts'
-import type { Sql } from './platform/database.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
-import type { RotationService } from './rotation/rotation-service.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
-import type { FolderService } from './secrets/folder-service.ts'
 import { secretRoutes } from './secrets/secret-routes.ts'
-import type { SecretService } from './secrets/secret-service.ts'
+import type { Services } from './services.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
 import { webhookRoutes } from './webhooks/webhook-routes.ts'
-import type { WebhookService } from './webhooks/webhook-service.ts'
 
-export interface AppDeps {
-  logger: Logger
-  sql: Sql
-  redis: Redis
-  authenticator: Authenticator
-  audit: AuditLog
-  apiKeys: ApiKeyService
-  keys: KeyService
-  crypto: CryptoService
-  signing: SigningService
-  batches: BatchService
-  rotation: RotationService
-  webhooks: WebhookService
-  folders: FolderService
-  secrets: SecretService
+/** The process's services the routes use, and what only a serving process has. */
+export type AppDeps = Pick<
+  Services,
+  | 'logger'
+  | 'sql'
+  | 'redis'
+  | 'authenticator'
+  | 'audit'
+  | 'apiKeys'
+  | 'keys'
+  | 'crypto'
+  | 'signing'
+  | 'batches'
+  | 'rotation'
+  | 'webhooks'
+  | 'folders'
+  | 'secrets'
+> & {
   version: string
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */

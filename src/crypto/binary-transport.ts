@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
-import { AppError } from '../platform/errors.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 import { Uuid } from '../platform/http-schemas.ts'
 import { MAX_KEY_VERSION } from './envelope.ts'
 
@@ -107,9 +107,7 @@ export function binaryKeyVersion(header: string | undefined): number | undefined
   if (header === undefined) return undefined
   const version = Number(header)
   if (version > MAX_KEY_VERSION) {
-    throw new AppError(400, 'validation_failed', `headers/x-key-version must be <= ${MAX_KEY_VERSION}`, {
-      fields: [{ path: 'headers/x-key-version', message: `must be <= ${MAX_KEY_VERSION}` }],
-    })
+    throw invalidField('headers/x-key-version', `must be <= ${MAX_KEY_VERSION}`)
   }
   return version
 }

@@ -5,7 +5,7 @@ import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
-import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import {
   type Algorithm,
   type AlgorithmName,
@@ -247,9 +247,7 @@ export function createKeyService(deps: {
 
   function requireFuture(date: Date | null | undefined, field: string, now: Date): void {
     if (date && date.getTime() <= now.getTime()) {
-      throw new AppError(400, 'validation_failed', `${field} must be in the future`, {
-        fields: [{ path: field, message: 'must be in the future' }],
-      })
+      throw invalidField(field, 'must be in the future')
     }
   }
 

@@ -1,4 +1,4 @@
-import { AppError } from './errors.ts'
+import { invalidField } from './errors.ts'
 
 /**
  * Strict standard Base64 (RFC 4648 §4, padded, canonical): the text is exactly what encoding
@@ -18,9 +18,7 @@ export function isStrictBase64(text: string): boolean {
 export function decodeBase64Field(value: string, field: string): Buffer {
   const bytes = decodeStrictBase64(value)
   if (!bytes) {
-    throw new AppError(400, 'validation_failed', `${field} must be standard Base64`, {
-      fields: [{ path: field, message: 'must be standard Base64' }],
-    })
+    throw invalidField(field, 'must be standard Base64')
   }
   return bytes
 }

@@ -1,5 +1,5 @@
 import { type TSchema, Type } from 'typebox'
-import { AppError } from './errors.ts'
+import { invalidField } from './errors.ts'
 import { LOWERCASE_KEYWORD } from './validation.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
@@ -51,9 +51,7 @@ export function toDate(value: string, field: string): Date {
   const date = new Date(value)
   const year = date.getUTCFullYear()
   if (Number.isNaN(date.getTime()) || year < 1 || year > 9999) {
-    throw new AppError(400, 'validation_failed', `${field} is not a representable timestamp`, {
-      fields: [{ path: field, message: 'is not a representable timestamp' }],
-    })
+    throw invalidField(field, 'is not a representable timestamp')
   }
   return date
 }

@@ -7,7 +7,7 @@ import { keyState, requireState } from '../keys/key-state.ts'
 import { getKey, type KeyRow, updateKey } from '../keys/key-store.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
-import { AppError, notFound } from '../platform/errors.ts'
+import { invalidField, notFound } from '../platform/errors.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 import { type Frequency, INTERVAL_MS, nextRotation } from './rotation-schedule.ts'
 import {
@@ -78,16 +78,13 @@ export function checkWebhookUrl(raw: string, field: string): string {
   try {
     url = new URL(raw)
   } catch {
-    throw invalidUrl(field, 'must be an absolute URL')
+    throw invalidField(field, 'must be an absolute URL')
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
-    throw invalidUrl(field, 'must be an http:// or https:// URL')
-  if (url.username || url.password) throw invalidUrl(field, 'must not contain a user name or password')
+    throw invalidField(field, 'must be an http:// or https:// URL')
+  if (url.username || url.password) throw invalidField(field, 'must not contain a user name or password')
   return url.href
 }
-
-const invalidUrl = (field: string, message: string) =>
-  new AppError(400, 'validation_failed', `${field} ${message}`, { fields: [{ path: field, message }] })
 
 export function createRotationService(deps: {
   sql: Sql

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -16,21 +17,13 @@ import {
   subtreeHeight,
   updateFolder,
 } from './folder-store.ts'
+import type { FolderSchema } from './secret-schemas.ts'
 import { countLiveSecretsIn, detachDeletedSecrets } from './secret-store.ts'
 
 /** Folders nest at most this deep, so paths stay readable and tree walks stay short. */
 export const MAX_FOLDER_DEPTH = 20
 
-export interface FolderView {
-  id: string
-  name: string
-  parentId: string | null
-  path: string
-  createdAt: string
-  updatedAt: string
-  createdBy: string
-  updatedBy: string
-}
+export type FolderView = Static<typeof FolderSchema>
 
 export interface FolderService {
   create(actor: Actor, body: { name: string; parentId?: string | null | undefined }): Promise<FolderView>
@@ -203,7 +196,8 @@ export function createFolderService(deps: { sql: Sql; audit: AuditLog; clock: Cl
           await lockTree(tx, actor.tenantId)
           const current = await lockFolder(tx, actor.tenantId, id)
           if (!current) throw folderNotFound()
-          const [children, secrets] = [await countChildren(tx, id), await countLiveSecretsIn(tx, id)]
+          const children = await countChildren(tx, id)
+          const secrets = await countLiveSecretsIn(tx, id)
           if (children > 0 || secrets > 0) throw notEmpty({ subfolders: children, secrets })
           await detachDeletedSecrets(tx, id)
           await deleteFolder(tx, id)

@@ -1,4 +1,5 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto'
+import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { AuditEntry } from '../audit/audit-store.ts'
 import type { Actor } from '../auth/request-context.ts'
@@ -21,10 +22,14 @@ import {
   type IncludeField,
   type ListSecretsQuery,
   METADATA_FIELDS,
+  type SecretSchema,
+  type SecretVersionSchema,
+  type TotpCodeSchema,
   type UpdateSecretBody,
 } from './secret-schemas.ts'
 import type { SecretDataKey, SecretSealing } from './secret-sealing.ts'
 import {
+  currentValues,
   findSecret,
   findVersion,
   insertSecret,
@@ -45,7 +50,6 @@ import {
   deserializeTotp,
   parseTotpInput,
   serializeTotp,
-  type TotpAlgorithm,
   type TotpInput,
   TotpInputError,
   totpCode,
@@ -54,53 +58,9 @@ import {
 /** Deleted secrets can be restored for this long, then they are purged with every version. */
 export const RESTORE_WINDOW_DAYS = 30
 
-export interface CustomFieldView {
-  name: string
-  type: StoredCustomField['type']
-  sensitive: boolean
-  value: string | number | boolean | null
-}
-
-export interface SecretView {
-  id: string
-  name: string
-  version: number
-  value?: string
-  customFields?: CustomFieldView[]
-  notes?: string | null
-  labels?: string[]
-  description?: string
-  expiresAt?: string | null
-  folderId?: string | null
-  isActive?: boolean
-  isFavorite?: boolean
-  hasTotp?: boolean
-  isTravelSafe?: boolean
-  createdAt?: string
-  updatedAt?: string
-  createdBy?: string
-  updatedBy?: string
-  deletedAt?: string
-  purgeAt?: string
-}
-
-export interface VersionView {
-  version: number
-  createdAt: string
-  createdBy: string
-  isCurrent: boolean
-  value?: string
-}
-
-export interface TotpCodeView {
-  code: string
-  algorithm: TotpAlgorithm
-  digits: number
-  period: number
-  validFrom: string
-  validUntil: string
-  remainingSeconds: number
-}
+export type SecretView = Static<typeof SecretSchema>
+export type VersionView = Static<typeof SecretVersionSchema>
+export type TotpCodeView = Static<typeof TotpCodeSchema>
 
 /** What a read returns: the fields `include` selected, and whether it reveals the value. */
 export interface Selection {
@@ -248,6 +208,8 @@ export function createSecretService(deps: {
     row: SecretRow,
     selection: Selection,
     db: Queryable = sql,
+    /** The sealed current values of a page, read in one query (see `list`). */
+    sealedValues?: ReadonlyMap<string, Buffer>,
   ): Promise<{ view: SecretView; revealed: string[] }> {
     const { fields } = selection
     const view: SecretView = { id: row.id, name: row.name, version: row.current_version }
@@ -258,8 +220,9 @@ export function createSecretService(deps: {
     const needsKey = (showNotes && row.sealed_notes) || reveal
     const key = needsKey ? await sealing.open(row.tenant_id, row.id, row.sealed_dek, db) : null
     if (reveal && key) {
-      const version = await findVersion(db, row.id, row.current_version)
-      view.value = key.open(`value:${row.current_version}`, version!.sealed_value).toString('utf8')
+      const sealed =
+        sealedValues?.get(row.id) ?? (await findVersion(db, row.id, row.current_version))!.sealed_value
+      view.value = key.open(`value:${row.current_version}`, sealed).toString('utf8')
       revealed.push('value')
     }
     if (fields.has('customFields')) {
@@ -403,7 +366,13 @@ export function createSecretService(deps: {
         },
         { limit: query.limit, offset: query.offset },
       )
-      const projected = await Promise.all(rows.map((row) => project(row, selection)))
+      const sealedValues = selection.all
+        ? await currentValues(
+            sql,
+            rows.filter((row) => row.is_active),
+          )
+        : undefined
+      const projected = await Promise.all(rows.map((row) => project(row, selection, sql, sealedValues)))
       // One record per secret whose content this page reveals, all durable before the answer.
       await Promise.all(
         projected.flatMap(({ revealed }, i) =>

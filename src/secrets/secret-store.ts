@@ -150,6 +150,16 @@ export async function findVersion(
   return row
 }
 
+/** The sealed current value of each secret, by secret id. */
+export async function currentValues(db: Queryable, rows: readonly SecretRow[]): Promise<Map<string, Buffer>> {
+  if (rows.length === 0) return new Map()
+  const found = await db<{ secret_id: string; sealed_value: Buffer }[]>`
+    SELECT v.secret_id, v.sealed_value FROM secret_versions v
+    JOIN unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.current_version)}::int[]) AS c (id, version)
+      ON v.secret_id = c.id AND v.version = c.version`
+  return new Map(found.map((row) => [row.secret_id, row.sealed_value]))
+}
+
 export async function listVersions(
   db: Queryable,
   secretId: string,
