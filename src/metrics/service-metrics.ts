@@ -69,6 +69,14 @@ export function createServiceMetrics(options: { kind: string; pid?: number }): S
   const processLabels = { pid: String(options.pid ?? process.pid), process_kind: options.kind }
   // Memory, CPU, handles, GC and Node's own event-loop lag, per process (pid and kind labels).
   collectDefaultMetrics({ register: registry, labels: processLabels })
+  // Gauges named like counters (`promtool check metrics` refuses them); the same counts are
+  // in nodejs_active_handles, nodejs_active_requests and nodejs_active_resources by type.
+  for (const name of [
+    'nodejs_active_handles_total',
+    'nodejs_active_requests_total',
+    'nodejs_active_resources_total',
+  ])
+    registry.removeSingleMetric(name)
 
   const eventLoop = new HistogramFamily(
     registry,
