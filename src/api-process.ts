@@ -21,19 +21,22 @@ export async function startApiProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
-  /** jobs: run the background jobs in this process too (one-process deployments, tests). */
-  options: { clock?: Clock; jobs?: boolean } = {},
+  /**
+   * jobs: run the background jobs in this process too (one-process deployments, tests).
+   * scrape: where GET /metrics reads (a cluster's aggregation); this process's registry by default.
+   */
+  options: { clock?: Clock; jobs?: boolean; scrape?: () => Promise<string> } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
   // Serving processes only (the CLI builds the same services and needs no monitor).
-  const eventLoop = createEventLoopMonitor()
+  const eventLoop = createEventLoopMonitor(services.metrics.eventLoopDelay)
   const app = await buildApp({
     ...services,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),
-    eventLoop,
+    scrape: options.scrape ?? (() => services.metrics.registry.metrics()),
   })
   const url = await app.listen({ host: config.host, port: config.port })
   const jobs: JobRunner | undefined = options.jobs ? await startJobs(services) : undefined

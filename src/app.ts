@@ -11,10 +11,10 @@ import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
 import { signingRoutes } from './crypto/signing-routes.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
-import type { EventLoopMonitor } from './health/event-loop-monitor.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
+import { instrumentRequests } from './metrics/http-metrics.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
@@ -41,13 +41,15 @@ export type AppDeps = Pick<
   | 'webhooks'
   | 'folders'
   | 'secrets'
+  | 'metrics'
 > & {
   version: string
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
   accessLog: boolean
   entropyStatus: () => EntropyStatus
-  eventLoop: EventLoopMonitor
+  /** The text GET /metrics answers: this process's metrics, or the cluster's. */
+  scrape: () => Promise<string>
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -83,6 +85,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: Fastify's built-in text/plain parser would let a text body reach the routes.
   app.removeContentTypeParser('text/plain')
   installErrorHandlers(app)
+  // Before any route is registered: each route gets its own metrics hook.
+  const requestMetrics = instrumentRequests(app, deps.metrics.http)
   // Callback hooks: an async hook costs a promise per request on the hottest path.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
@@ -102,6 +106,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
       'request completed',
     )
+    // Routed requests are counted by their route's own hook (instrumentRequests).
+    if (request.is404) requestMetrics.unmatched(request, reply)
     done()
   })
 

@@ -5,6 +5,7 @@ import { prepareDatabase } from './bootstrap.ts'
 import { type Config, ConfigError, loadConfig } from './config.ts'
 import { startJobProcess } from './jobs/job-process.ts'
 import { loadMasterKeyring } from './keyring/master-key.ts'
+import { createClusterScrape, joinClusterMetrics, serveClusterMetrics } from './metrics/cluster.ts'
 import { connectDatabase } from './platform/database.ts'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './platform/embedded-postgres.ts'
 import { createLogger } from './platform/logger.ts'
@@ -51,6 +52,7 @@ async function runJobs(config: Config, logger: Logger, databaseUrl: string, afte
     () => jobs.stop().then(afterStop),
     'shutting down: finishing running jobs',
   )
+  return jobs
 }
 
 async function runApi(
@@ -58,7 +60,7 @@ async function runApi(
   logger: Logger,
   databaseUrl: string,
   afterStop: () => Promise<void> = async () => {},
-  options: { jobs?: boolean } = {},
+  options: { jobs?: boolean; scrape?: () => Promise<string> } = {},
 ): Promise<ApiProcess> {
   const api = await startApiProcess(config, logger, databaseUrl, options)
   stopOnSignal(
@@ -125,6 +127,8 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
     return worker
   }
 
+  // Scrapes reach one API process; the primary gathers every process's metrics for it.
+  serveClusterMetrics(logger)
   for (let i = 0; i < config.apiProcesses; i++) fork('api')
   if (config.role === 'all') fork('jobs')
   logger.info({ processes: config.apiProcesses, jobs: config.role === 'all' }, 'API processes started')
@@ -167,8 +171,15 @@ async function main(): Promise<void> {
   if (cluster.isPrimary) return runPrimary(config, logger)
   const databaseUrl = process.env[DATABASE_URL_FOR_WORKERS]
   if (!databaseUrl) throw new Error(`${DATABASE_URL_FOR_WORKERS} missing in a forked process`)
-  if (process.env[PROCESS_KIND] === 'jobs') await runJobs(config, logger, databaseUrl)
-  else await runApi(config, logger, databaseUrl)
+  // Answers the primary's metric collection from the start (with nothing until the services exist).
+  const metrics = joinClusterMetrics()
+  if (process.env[PROCESS_KIND] === 'jobs') {
+    const jobs = await runJobs(config, logger, databaseUrl)
+    metrics.use(jobs.services.metrics.registry)
+  } else {
+    const api = await runApi(config, logger, databaseUrl, undefined, { scrape: createClusterScrape() })
+    metrics.use(api.services.metrics.registry)
+  }
 }
 
 main().catch((err: unknown) => {

@@ -16,6 +16,7 @@ import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyCache } from './keys/key-cache.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
+import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
@@ -50,6 +51,8 @@ export interface Services {
   webhooks: WebhookService
   folders: FolderService
   secrets: SecretService
+  /** This process's metrics registry and the hooks the components report to. */
+  metrics: ServiceMetrics
   close(): Promise<void>
 }
 
@@ -74,10 +77,16 @@ export async function createServices(
   await Promise.all([waitUntilReady(redis, 2000), waitUntilReady(subscriber, 2000)])
   const { keyring: masterKeys } = loadMasterKeyring(config, logger)
   const tenantKeks = createTenantKeks({ sql, masterKeys })
-  const audit = createAuditLog({ sql, logger, timeoutMs: config.auditWriteTimeoutMs })
+  const metrics = createServiceMetrics({ kind: role })
+  const audit = createAuditLog({
+    sql,
+    logger,
+    timeoutMs: config.auditWriteTimeoutMs,
+    observer: metrics.audit,
+  })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
-  const cryptoPool = createCryptoPool()
+  const cryptoPool = createCryptoPool({ onTaskDone: metrics.poolTaskDone })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
   const random = createEntropyChainFromConfig(config.entropy, logger.child({ component: 'entropy' }))
@@ -104,6 +113,13 @@ export async function createServices(
     clock,
     versionsKept: config.secretVersionsKept,
   })
+  metrics.watch({
+    audit,
+    cryptoPool,
+    sql,
+    databasePoolSize: config.databasePoolSize,
+    entropyStatus: () => random.status(),
+  })
 
   return {
     config,
@@ -127,6 +143,7 @@ export async function createServices(
     webhooks,
     folders,
     secrets,
+    metrics,
     async close() {
       random.close()
       await audit.flush()

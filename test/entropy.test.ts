@@ -1128,7 +1128,7 @@ describe('entropy chain', () => {
   test('status and metrics expose states and counters only', async () => {
     const c = chain({ primary: aqnClient(aqn), secondary: qryptClient(qrypt) })
     await waitFor(() => servesFrom(c, 'qrng-primary'), 'primary serving')
-    const text = renderEntropyMetrics(c.status())
+    const text = await renderEntropyMetrics(c.status())
     assert.match(text, /^kms_entropy_source_in_use\{source="qrng-primary"\} 1$/m)
     assert.match(text, /^kms_entropy_source_in_use\{source="system-csprng"\} 0$/m)
     assert.match(text, /^kms_entropy_source_up\{source="qrng-primary",protocol="anu-aqn"\} 1$/m)

@@ -25,6 +25,14 @@ export interface AuditLog {
   recordInTransaction(tx: Queryable, entry: AuditEntry): Promise<void>
   /** Waits for every pending record (graceful shutdown). */
   flush(): Promise<void>
+  /** Records waiting for a write, and records in the writes in flight (metrics). */
+  stats(): { queued: number; writing: number }
+}
+
+/** Told of every record and every group-commit write (src/metrics/service-metrics.ts). */
+export interface AuditObserver {
+  recorded(entry: AuditEntry): void
+  written(seconds: number, records: number, ok: boolean): void
 }
 
 interface Pending {
@@ -45,15 +53,18 @@ export function createAuditLog(deps: {
    * its connection count divided by two flushes (bench/RESULTS.md).
    */
   maxConcurrentWrites?: number
+  observer?: AuditObserver
 }): AuditLog {
   const maxBatch = deps.maxBatch ?? 1000
   const maxConcurrentWrites = deps.maxConcurrentWrites ?? 4
   let queue: Pending[] = []
   let inFlight = 0
+  let writing = 0
   let scheduled = false
   let idleWaiters: (() => void)[] = []
   async function writeBatch(batch: Pending[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined
+    const started = performance.now()
     try {
       await Promise.race([
         insertAuditEntries(
@@ -64,6 +75,7 @@ export function createAuditLog(deps: {
           timer = setTimeout(() => reject(new Error('audit write timed out')), deps.timeoutMs)
         }),
       ])
+      deps.observer?.written((performance.now() - started) / 1000, batch.length, true)
       for (const p of batch) p.resolve()
     } catch (err) {
       clearTimeout(timer)
@@ -73,6 +85,7 @@ export function createAuditLog(deps: {
         for (const p of batch) await writeBatch([p])
         return
       }
+      deps.observer?.written((performance.now() - started) / 1000, batch.length, false)
       deps.logger.error(
         { err: { message: (err as Error).message }, records: batch.length },
         'audit write failed',
@@ -89,8 +102,10 @@ export function createAuditLog(deps: {
       const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch)
       queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch)
       inFlight++
+      writing += batch.length
       void writeBatch(batch).finally(() => {
         inFlight--
+        writing -= batch.length
         schedule()
         if (inFlight === 0 && queue.length === 0) {
           const waiters = idleWaiters
@@ -110,12 +125,14 @@ export function createAuditLog(deps: {
 
   return {
     record(entry) {
+      deps.observer?.recorded(entry)
       return new Promise<void>((resolve, reject) => {
         queue.push({ entry, resolve, reject })
         schedule()
       })
     },
     async recordInTransaction(tx, entry) {
+      deps.observer?.recorded(entry)
       try {
         await insertAuditEntries(tx, [entry])
       } catch (err) {
@@ -127,5 +144,6 @@ export function createAuditLog(deps: {
       if (inFlight === 0 && queue.length === 0) return
       await new Promise<void>((resolve) => idleWaiters.push(resolve))
     },
+    stats: () => ({ queued: queue.length, writing }),
   }
 }

@@ -40,13 +40,21 @@ export interface CryptoPool {
   threads: number
   /** Tasks the worker threads have finished since the pool started. */
   completedTasks(): number
+  /** Tasks waiting for a thread, running on one, and finished since the pool started (metrics). */
+  stats(): { queued: number; running: number; completed: number }
   destroy(): Promise<void>
 }
 
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 export function createCryptoPool(
-  options: { maxThreads?: number; idleTimeoutMs?: number; maxQueue?: number } = {},
+  options: {
+    maxThreads?: number
+    idleTimeoutMs?: number
+    maxQueue?: number
+    /** Told of every task when it settles: its kind, time from submission, and outcome (metrics). */
+    onTaskDone?: (kind: string, durationMs: number, outcome: 'ok' | 'error' | 'timeout') => void
+  } = {},
 ): CryptoPool {
   const threads = options.maxThreads ?? Math.max(1, availableParallelism())
   const pool = new Piscina<CryptoTask, TaskResult>({
@@ -59,9 +67,16 @@ export function createCryptoPool(
     maxQueue: options.maxQueue ?? 256,
   })
 
+  // Submitted and not yet settled: queued ones are in Piscina's queue, the rest are running.
+  let submitted = 0
   async function run<T extends TaskResult>(task: CryptoTask): Promise<T> {
+    const started = performance.now()
+    let outcome: 'ok' | 'error' = 'error'
+    submitted++
     try {
-      return (await pool.run(task)) as T
+      const result = (await pool.run(task)) as T
+      outcome = 'ok'
+      return result
     } catch (error) {
       if (pool.queueSize >= pool.options.maxQueue) {
         throw new AppError(503, 'crypto_busy', 'The service is busy with heavy cryptography; retry shortly', {
@@ -69,6 +84,9 @@ export function createCryptoPool(
         })
       }
       throw error
+    } finally {
+      submitted--
+      options.onTaskDone?.(task.kind, performance.now() - started, outcome)
     }
   }
 
@@ -102,6 +120,11 @@ export function createCryptoPool(
       )
     },
     completedTasks: () => pool.completed,
+    stats: () => ({
+      queued: pool.queueSize,
+      running: Math.max(0, submitted - pool.queueSize),
+      completed: pool.completed,
+    }),
     destroy: () => pool.destroy(),
   }
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.ts'
+import { createEventLoopMonitor } from '../health/event-loop-monitor.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Services } from '../services.ts'
 import { createServices } from '../services.ts'
@@ -19,6 +20,7 @@ export function startJobs(services: Services): Promise<JobRunner> {
     webhooks: services.webhooks,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
+    onJobDone: services.metrics.jobDone,
   })
 }
 
@@ -36,6 +38,7 @@ export async function startJobProcess(
   options: { clock?: Clock } = {},
 ): Promise<JobProcess> {
   const services = await createServices(config, logger, databaseUrl, 'jobs', options)
+  const eventLoop = createEventLoopMonitor(services.metrics.eventLoopDelay)
   const runner = await startJobs(services)
   let stopping: Promise<void> | undefined
   return {
@@ -43,6 +46,7 @@ export async function startJobProcess(
     stop() {
       stopping ??= (async () => {
         await runner.stop()
+        eventLoop.stop()
         await services.close()
       })()
       return stopping

@@ -36,6 +36,13 @@ export interface JobDeps {
   webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
+  /** Told of every finished job: queue, job name, outcome and run time (metrics). */
+  onJobDone?: (
+    queue: string,
+    job: string,
+    outcome: 'completed' | 'failed',
+    seconds: number | undefined,
+  ) => void
 }
 
 const MAINTENANCE = 'maintenance'
@@ -120,10 +127,16 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     },
     { ...options, concurrency: config.concurrency },
   )
+  const runTime = (job: Job | undefined) =>
+    job?.processedOn !== undefined && job.finishedOn !== undefined
+      ? (job.finishedOn - job.processedOn) / 1000
+      : undefined
   for (const worker of [maintenanceWorker, deliveryWorker]) {
-    worker.on('failed', (job, err) =>
-      logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed'),
-    )
+    worker.on('completed', (job) => deps.onJobDone?.(worker.name, job.name, 'completed', runTime(job)))
+    worker.on('failed', (job, err) => {
+      logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed')
+      deps.onJobDone?.(worker.name, job?.name ?? 'unknown', 'failed', runTime(job))
+    })
     worker.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: worker error'))
   }
 
