@@ -102,7 +102,14 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   try {
     await prepareDatabase(
       { sql, masterKeys: keyring, logger },
-      { bootstrap: config.bootstrap, print: (text) => process.stdout.write(text) },
+      {
+        bootstrap: config.bootstrap,
+        keyFile: config.bootstrapKeyFile,
+        // The key itself reaches a terminal only: piped or collected stdout is a log stream.
+        print: (text) => {
+          if (process.stdout.isTTY) process.stdout.write(text)
+        },
+      },
     )
   } finally {
     await sql.end({ timeout: 5 })
