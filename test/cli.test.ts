@@ -103,7 +103,7 @@ describe('kms CLI', () => {
     assert.ok(k.data.every((x: Record<string, unknown>) => 'createdAt' in x && !('created_at' in x)))
   })
 
-  test('an unreachable database or a bad setting: one line on stderr naming the cause, exit 1', async () => {
+  test('an unreachable database (exit 1) or a bad setting (exit 2): one line on stderr naming the cause', async () => {
     const unreachable = await runCli(['list-tenants'], {
       ...svc.env,
       DATABASE_URL: 'postgres://kms:hunter2-secret@127.0.0.1:1/kms',
@@ -114,7 +114,7 @@ describe('kms CLI', () => {
       'kms: cannot reach the database at 127.0.0.1:1 (ECONNREFUSED): check DATABASE_URL and that PostgreSQL is running\n',
     )
     const badConfig = await runCli(['list-tenants'], { ...svc.env, PORT: 'eighty' })
-    assert.equal(badConfig.code, 1)
+    assert.equal(badConfig.code, 2, 'wrong input from the operator, as a wrong command line')
     assert.equal(
       badConfig.stderr,
       'kms: configuration error: PORT must be an integer between 0 and 65535, got "eighty"\n',

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import type { Logger } from 'pino'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.ts'
-import { type Config, loadConfig } from '../config.ts'
+import { type Config, ConfigError, loadConfig } from '../config.ts'
 import {
   defaultKeyFilePath,
   generateMasterKey,
@@ -22,8 +22,8 @@ import { createTenant, listTenants, toTenantView } from '../tenants/tenant-servi
 /**
  * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON (lists as
  * `{data, total}`, like the API's), progress and errors to stderr. Exit codes: 0 done, 1 the
- * command failed (one line on stderr saying why), 2 the command line is wrong (one line, then
- * the usage).
+ * command failed (one line on stderr saying why), 2 the command line (one line, then the usage)
+ * or a setting (one line) is wrong.
  */
 const USAGE = `Usage: npm run kms -- <command> [options]
 
@@ -260,7 +260,9 @@ runCli(process.argv.slice(2)).then(
       process.exit(2)
     }
     process.stderr.write(`kms: ${failureLine(err)}\n`)
-    process.exit(1)
+    // A bad setting is wrong input from the operator, like a wrong command line; no usage, though,
+    // since the command line was right.
+    process.exit(err instanceof ConfigError ? 2 : 1)
   },
 )
 
