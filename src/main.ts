@@ -131,6 +131,10 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
 
 function forkProcesses(config: Config, logger: Logger, databaseUrl: string): void {
   let stopping = false
+  let serving = false
+  cluster.once('listening', () => {
+    serving = true
+  })
   const recentCrashes: number[] = []
   const kinds = new Map<number, ProcessKind>()
   const fork = (kind: ProcessKind): Worker => {
@@ -138,8 +142,14 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
     kinds.set(worker.id, kind)
     worker.on('message', (message: unknown) => {
       if (!isStartupFailureMessage(message) || stopping) return
-      // A process that cannot start (port in use, database unreachable) would fail again if
-      // replaced: report the cause once and stop, instead of crash-looping.
+      // Once the service has served, a replacement that fails to start is one more crash, and the
+      // crash limit below decides.
+      if (serving) {
+        logger.error({ kind, cause: message.failure.message }, 'a replacement process failed to start')
+        return
+      }
+      // At the first start a process that cannot start (port in use, database unreachable) would
+      // fail again if replaced: report the cause once and stop, instead of crash-looping.
       stopping = true
       logStartupFailure(message.failure)
       for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGTERM')
