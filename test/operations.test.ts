@@ -158,6 +158,7 @@ describe('processes and shutdown', () => {
     await check.end()
     assert.equal(row!['n'], 1)
     assert.match(svc.output(), /shutting down/)
+    rmSync(env['KMS_DATA_DIR']!, { recursive: true, force: true })
   })
 })
 
