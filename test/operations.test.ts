@@ -263,6 +263,45 @@ describe('start-up failures: one JSON log line with the cause and the fix, no st
   })
 })
 
+describe('bootstrap on a terminal', () => {
+  let db: TestDatabase
+  before(async () => {
+    db = await createTestDatabase()
+  })
+  after(async () => db?.drop())
+
+  test('when stdout is a TTY the key is shown on it, outside every JSON log line, and is the one in the file', async () => {
+    const env = testEnv(db, { KMS_BOOTSTRAP: 'true', LOG_LEVEL: 'info' })
+    const keyFile = join(env['KMS_DATA_DIR']!, 'bootstrap-api-key')
+    // util-linux `script` runs the service on a pseudo-terminal, as an operator's shell would.
+    const child = spawn('script', ['-qefc', `${NODE_BIN} src/main.ts`, '/dev/null'], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    child.stdout.on('data', (c: Buffer) => {
+      output += c.toString()
+    })
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve))
+    try {
+      await waitFor(() => output.includes('Server listening at'), 'the service to listen', 60_000)
+      const key = readFileSync(keyFile, 'utf8').trim()
+      const lines = output.split(/\r?\n/)
+      const withKey = lines.filter((l) => l.includes(key))
+      assert.equal(withKey.length, 1, 'shown once')
+      assert.ok(!withKey[0]!.trimStart().startsWith('{'), 'not inside a log line')
+      assert.ok(lines.some((l) => l.includes('Its full-scope API key, shown this once')))
+    } finally {
+      const pid = /"pid":(\d+)/.exec(output)?.[1]
+      if (pid) process.kill(Number(pid), 'SIGTERM')
+      else child.kill('SIGKILL')
+      await closed
+      rmSync(env['KMS_DATA_DIR']!, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('production bootstrap: off unless asked for, and the key never enters the log', () => {
   let db: TestDatabase
   before(async () => {
