@@ -9,13 +9,16 @@ FROM node:24-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KMS_DATA_DIR=/var/lib/kms
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
+# src holds everything the service reads at run time: the code, the crypto pool's worker
+# (src/crypto-pool/worker.ts) and the migrations (src/platform/migrations); package.json gives the version.
+# test/dockerfile.test.ts checks that every source exists and that these files are copied.
 COPY package.json ./
 COPY src ./src
-COPY workers ./workers
 RUN mkdir -p /var/lib/kms && chown node:node /var/lib/kms
 USER node
 EXPOSE 8080
 # NODE_ENV=production: the service refuses to start without KMS_MASTER_KEY or KMS_MASTER_KEY_FILE,
-# and DATABASE_URL should point at PostgreSQL.
+# and DATABASE_URL should point at PostgreSQL. No tenant is created unless KMS_BOOTSTRAP=true; its
+# key is then written to /var/lib/kms/bootstrap-api-key (mode 0600), never to the log.
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+process.env.PORT+'/api/v1/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 CMD ["node", "src/main.ts"]

@@ -1,7 +1,10 @@
+import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditLog } from './audit/audit-log.ts'
 import { createApiKeyService } from './auth/api-key-service.ts'
 import type { Authenticator } from './auth/authenticator.ts'
+import { ConfigError } from './config.ts'
 import type { MasterKeyring } from './keyring/master-key.ts'
 import type { Sql } from './platform/database.ts'
 import { migrate } from './platform/migrations.ts'
@@ -13,17 +16,37 @@ const BOOTSTRAP_LOCK_ID = 7_301_952_211
 /** Nothing to invalidate when the first key is created: no process has cached anything yet. */
 const noCache: Authenticator = { authenticate: async () => undefined, invalidate: async () => {} }
 
+export interface BootstrapOptions {
+  /** Create the tenant `default` when the database has none. */
+  bootstrap: boolean
+  /** Where its full-scope key is written, mode 0600. Absent: the key goes to `print` alone. */
+  keyFile?: string
+  /**
+   * The operator's terminal, or nothing: the caller passes a writer only when stdout is a TTY.
+   * Never the log stream, which is collected, shipped and kept where a key must not be.
+   */
+  print: (text: string) => void
+}
+
 /**
- * Runs once per start, before any API process: migrations, then on an empty database a default
- * tenant whose full-scope API key is printed once (it is stored only as a hash).
+ * Runs once per start, before any API process: migrations, then on an empty database (when
+ * bootstrapping is on) a default tenant whose full-scope API key is handed over once, to a file
+ * only its owner can read and to the terminal if there is one; it is stored only as a hash.
  */
 export async function prepareDatabase(
   deps: { sql: Sql; masterKeys: MasterKeyring; logger: Logger },
-  options: { bootstrap: boolean; print: (text: string) => void },
+  options: BootstrapOptions,
 ): Promise<void> {
   const applied = await migrate(deps.sql)
   for (const m of applied) deps.logger.info({ migration: `${m.version}_${m.name}` }, 'migration applied')
-  if (!options.bootstrap) return
+  if (!options.bootstrap) {
+    if ((await countTenants(deps.sql)) === 0) {
+      deps.logger.info(
+        'The database has no tenant and KMS_BOOTSTRAP is off: create one with `npm run kms -- create-tenant --name NAME`',
+      )
+    }
+    return
+  }
 
   const audit = createAuditLog({ sql: deps.sql, logger: deps.logger, timeoutMs: 10_000 })
   const apiKeys = createApiKeyService({ sql: deps.sql, audit, authenticator: noCache })
@@ -31,13 +54,23 @@ export async function prepareDatabase(
   const created = await deps.sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_ID})`
     if ((await countTenants(tx)) > 0) return undefined
-    return createTenant(
+    const made = await createTenant(
       { sql: deps.sql, masterKeys: deps.masterKeys, apiKeys, audit },
       { name: 'default', actor: 'system' },
       tx,
     )
+    // Before the commit: a key that cannot be handed over must not exist.
+    if (options.keyFile) writeKeyFile(options.keyFile, made.apiKey.key)
+    return made
   })
   if (!created) return
+  deps.logger.warn(
+    { tenantId: created.tenant.id, apiKeyId: created.apiKey.id, keyFile: options.keyFile ?? null },
+    options.keyFile
+      ? `Empty database: created the tenant "default". Its full-scope API key is in ${options.keyFile} ` +
+          '(mode 0600, shown nowhere else): read it, keep it safe, then delete the file'
+      : 'Empty database: created the tenant "default"',
+  )
   const rule = '='.repeat(78)
   options.print(
     [
@@ -54,4 +87,21 @@ export async function prepareDatabase(
       '',
     ].join('\n'),
   )
+}
+
+/** Owner-only from the first byte: written to a fresh temporary file with mode 0600, then renamed. */
+function writeKeyFile(path: string, key: string): void {
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+    const tmp = `${path}.${process.pid}.tmp`
+    rmSync(tmp, { force: true })
+    writeFileSync(tmp, `${key}\n`, { mode: 0o600, flag: 'wx' })
+    chmodSync(tmp, 0o600)
+    renameSync(tmp, path)
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? 'error'
+    throw new ConfigError(
+      `cannot write the bootstrap API key to ${path} (${code}): set KMS_BOOTSTRAP_KEY_FILE to a writable path`,
+    )
+  }
 }

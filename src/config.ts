@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { Credential } from './entropy/credential.ts'
 import { ENTROPY_PROTOCOLS, type EntropyProtocol } from './entropy/entropy-client.ts'
 
@@ -28,7 +28,10 @@ export interface Config {
   /** Upper bound on one audit write (group commit) before the operation fails with 503. */
   auditWriteTimeoutMs: number
   bodyLimitBytes: number
+  /** Create the tenant `default` on an empty database (default: on in development, off in production). */
   bootstrap: boolean
+  /** Where that tenant's first API key is written (mode 0600): never into the log. */
+  bootstrapKeyFile: string
   shutdownGraceMs: number
   /** The quantum entropy chain (docs/entropy.md); no source configured means the CSPRNG alone. */
   entropy: EntropyConfig
@@ -195,7 +198,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheTtlMs: integer(env, 'KMS_KEY_CACHE_TTL_MS', 2000, 0, 600_000),
     auditWriteTimeoutMs: integer(env, 'KMS_AUDIT_WRITE_TIMEOUT_MS', 5000, 100, 120_000),
     bodyLimitBytes: integer(env, 'KMS_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    bootstrap: flag(env, 'KMS_BOOTSTRAP', true),
+    bootstrap: flag(env, 'KMS_BOOTSTRAP', !production),
+    bootstrapKeyFile: resolve(
+      env['KMS_BOOTSTRAP_KEY_FILE'] || join(env['KMS_DATA_DIR'] || 'data', 'bootstrap-api-key'),
+    ),
     shutdownGraceMs: integer(env, 'KMS_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     entropy: entropyConfig(env),
     role: role(env),

@@ -2,13 +2,20 @@ import cluster, { type Worker } from 'node:cluster'
 import type { Logger } from 'pino'
 import { type ApiProcess, startApiProcess } from './api-process.ts'
 import { prepareDatabase } from './bootstrap.ts'
-import { type Config, ConfigError, loadConfig } from './config.ts'
+import { type Config, loadConfig } from './config.ts'
 import { startJobProcess } from './jobs/job-process.ts'
 import { loadMasterKeyring } from './keyring/master-key.ts'
 import { createClusterScrape, joinClusterMetrics, serveClusterMetrics } from './metrics/cluster.ts'
 import { connectDatabase } from './platform/database.ts'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './platform/embedded-postgres.ts'
 import { createLogger } from './platform/logger.ts'
+import {
+  describeStartupFailure,
+  isStartupFailureMessage,
+  logStartupFailure,
+  type StartupContext,
+  type StartupFailureMessage,
+} from './platform/startup-failure.ts'
 
 /**
  * `npm start`: the primary process prepares the database (embedded one if no DATABASE_URL,
@@ -97,7 +104,14 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   try {
     await prepareDatabase(
       { sql, masterKeys: keyring, logger },
-      { bootstrap: config.bootstrap, print: (text) => process.stdout.write(text) },
+      {
+        bootstrap: config.bootstrap,
+        keyFile: config.bootstrapKeyFile,
+        // The key itself reaches a terminal only: piped or collected stdout is a log stream.
+        print: (text) => {
+          if (process.stdout.isTTY) process.stdout.write(text)
+        },
+      },
     )
   } finally {
     await sql.end({ timeout: 5 })
@@ -119,11 +133,30 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
 
 function forkProcesses(config: Config, logger: Logger, databaseUrl: string): void {
   let stopping = false
+  let serving = false
+  cluster.once('listening', () => {
+    serving = true
+  })
   const recentCrashes: number[] = []
   const kinds = new Map<number, ProcessKind>()
   const fork = (kind: ProcessKind): Worker => {
     const worker = cluster.fork({ [DATABASE_URL_FOR_WORKERS]: databaseUrl, [PROCESS_KIND]: kind })
     kinds.set(worker.id, kind)
+    worker.on('message', (message: unknown) => {
+      if (!isStartupFailureMessage(message) || stopping) return
+      // Once the service has served, a replacement that fails to start is one more crash, and the
+      // crash limit below decides.
+      if (serving) {
+        logger.error({ kind, cause: message.failure.message }, 'a replacement process failed to start')
+        return
+      }
+      // At the first start a process that cannot start (port in use, database unreachable) would
+      // fail again if replaced: report the cause once and stop, instead of crash-looping.
+      stopping = true
+      logStartupFailure(message.failure)
+      for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGTERM')
+      process.exit(1)
+    })
     return worker
   }
 
@@ -165,8 +198,16 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
   process.on('SIGINT', () => shutdown('SIGINT'))
 }
 
+/** What a start-up failure message may name; filled in as soon as the configuration is read. */
+let startupContext: StartupContext = {}
+
 async function main(): Promise<void> {
   const config = loadConfig()
+  startupContext = {
+    host: config.host,
+    port: config.port,
+    databaseUrl: config.databaseUrl ?? process.env[DATABASE_URL_FOR_WORKERS],
+  }
   const logger = createLogger(config.logLevel, 'kms')
   if (cluster.isPrimary) return runPrimary(config, logger)
   const databaseUrl = process.env[DATABASE_URL_FOR_WORKERS]
@@ -182,11 +223,16 @@ async function main(): Promise<void> {
   }
 }
 
+// Anything that stops the start (port in use, database unreachable, bad configuration, no
+// master key in production) ends as one JSON log line naming the cause and the fix, exit code 1.
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`Configuration error: ${err.message}\n`)
-  } else {
-    process.stderr.write(`Start failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
+  const failure = describeStartupFailure(err, startupContext)
+  if (cluster.isWorker && process.send) {
+    // The primary reports it, once for all the processes that fail alike.
+    const message: StartupFailureMessage = { kind: 'kms:startup-failure', failure }
+    process.send(message, () => process.exit(1))
+    return
   }
+  logStartupFailure(failure)
   process.exit(1)
 })

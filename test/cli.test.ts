@@ -59,9 +59,79 @@ describe('kms CLI', () => {
     )
   })
 
+  test('no command prints the usage on stderr and exits 2; help prints it on stdout and exits 0', async () => {
+    const bare = await runCli([], svc.env)
+    assert.equal(bare.code, 2)
+    assert.equal(bare.stdout, '')
+    assert.equal(bare.stderr.split('\n')[0], 'kms: no command given')
+    assert.match(bare.stderr, /Usage: npm run kms -- <command>/)
+    const help = await runCli(['help'], svc.env)
+    assert.equal(help.code, 0)
+    assert.match(help.stdout, /^Usage: npm run kms -- <command>/)
+    assert.equal(help.stderr, '')
+  })
+
+  test('tenant names are unique ignoring case: a second create-tenant fails with tenant_name_taken, exit 1', async () => {
+    const first = await runCli(['create-tenant', '--name', 'Globex'], svc.env)
+    assert.equal(first.code, 0, first.stderr)
+    for (const name of ['Globex', 'globex']) {
+      const again = await runCli(['create-tenant', '--name', name], svc.env)
+      assert.equal(again.code, 1)
+      assert.equal(again.stdout, '')
+      assert.match(again.stderr, /^kms: tenant_name_taken: A tenant named "\w+" already exists/)
+      assert.equal(again.stderr.trim().split('\n').length, 1, 'one line')
+    }
+    const [row] = await svc.sql`SELECT count(*)::int AS n FROM tenants WHERE lower(name) = 'globex'`
+    assert.equal(row!['n'], 1)
+  })
+
+  test('list-tenants and list-api-keys print the same {data, total} shape with camelCase fields', async () => {
+    const made = await runCli(['create-tenant', '--name', 'shape-check'], svc.env)
+    const created = JSON.parse(made.stdout)
+    const tenants = await runCli(['list-tenants'], svc.env)
+    assert.equal(tenants.code, 0, tenants.stderr)
+    const keys = await runCli(['list-api-keys', '--tenant', created.tenantId], svc.env)
+    assert.equal(keys.code, 0, keys.stderr)
+    const t = JSON.parse(tenants.stdout)
+    const k = JSON.parse(keys.stdout)
+    assert.deepEqual(Object.keys(t).sort(), ['data', 'total'])
+    assert.deepEqual(Object.keys(k).sort(), ['data', 'total'])
+    assert.equal(t.total, t.data.length)
+    assert.equal(k.total, k.data.length)
+    const tenant = t.data.find((x: { id: string }) => x.id === created.tenantId)
+    assert.deepEqual(tenant, { id: created.tenantId, name: 'shape-check', createdAt: created.createdAt })
+    assert.ok(k.data.every((x: Record<string, unknown>) => 'createdAt' in x && !('created_at' in x)))
+  })
+
+  test('an unreachable database (exit 1) or a bad setting (exit 2): one line on stderr naming the cause', async () => {
+    const unreachable = await runCli(['list-tenants'], {
+      ...svc.env,
+      DATABASE_URL: 'postgres://kms:hunter2-secret@127.0.0.1:1/kms',
+    })
+    assert.equal(unreachable.code, 1)
+    assert.equal(
+      unreachable.stderr,
+      'kms: cannot reach the database at 127.0.0.1:1 (ECONNREFUSED): check DATABASE_URL and that PostgreSQL is running\n',
+    )
+    const badConfig = await runCli(['list-tenants'], { ...svc.env, PORT: 'eighty' })
+    assert.equal(badConfig.code, 2, 'wrong input from the operator, as a wrong command line')
+    assert.equal(
+      badConfig.stderr,
+      'kms: configuration error: PORT must be an integer between 0 and 65535, got "eighty"\n',
+    )
+  })
+
   test('bad input fails with a message and a non-zero exit code', async () => {
     const unknownScope = await runCli(
-      ['create-api-key', '--tenant', 'x', '--name', 'n', '--scopes', 'nope'],
+      [
+        'create-api-key',
+        '--tenant',
+        '00000000-0000-4000-8000-000000000000',
+        '--name',
+        'n',
+        '--scopes',
+        'nope',
+      ],
       svc.env,
     )
     assert.equal(unknownScope.code, 2)
@@ -71,6 +141,13 @@ describe('kms CLI', () => {
     assert.match(missing.stderr, /--name is required/)
     const unknownCommand = await runCli(['frobnicate'], svc.env)
     assert.equal(unknownCommand.code, 2)
+    assert.equal(unknownCommand.stderr.split('\n')[0], 'kms: unknown command "frobnicate"')
+    const unknownOption = await runCli(['list-tenants', '--colour'], svc.env)
+    assert.equal(unknownOption.code, 2)
+    assert.match(unknownOption.stderr.split('\n')[0]!, /^kms: Unknown option '--colour'/)
+    const badId = await runCli(['list-api-keys', '--tenant', 'acme'], svc.env)
+    assert.equal(badId.code, 2)
+    assert.equal(badId.stderr.split('\n')[0], 'kms: --tenant must be a UUID, got "acme"')
     const noTenant = await runCli(
       [
         'create-api-key',

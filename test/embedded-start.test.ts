@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { httpRequest, REDIS_URL, spawnService } from './helpers/service.ts'
 
 /** `npm start` on a fresh machine: no DATABASE_URL, no master key, nothing configured. */
-test('a start with no configuration runs the embedded database, bootstraps a key, and keeps data', async () => {
+test('a start with no configuration runs the embedded database, bootstraps a key into a file, never the log, and keeps data', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'kms-embedded-'))
   const env = {
     DATABASE_URL: '',
@@ -26,9 +26,19 @@ test('a start with no configuration runs the embedded database, bootstraps a key
     assert.equal(health.body.status, 'ok')
     assert.equal(health.body.database.status, 'up')
 
-    const printed = /kms_[A-Za-z0-9]{52}/.exec(first.output())
-    assert.ok(printed, 'the bootstrap API key is printed')
-    key = printed[0]
+    // The key is handed over in a file only its owner reads, named by the log; the log (not a
+    // terminal here) never carries it.
+    const keyFile = join(dataDir, 'bootstrap-api-key')
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600)
+    key = readFileSync(keyFile, 'utf8').trim()
+    assert.match(key, /^kms_[A-Za-z0-9]{52}$/)
+    const lines = first.output().split('\n')
+    assert.deepEqual(
+      lines.filter((l) => l.includes(key) || /kms_[A-Za-z0-9]{52}/.test(l)),
+      [],
+      'no output line carries the key',
+    )
+    assert.ok(lines.some((l) => l.includes(keyFile) && l.includes('created the tenant')))
     assert.match(first.output(), /NO MASTER KEY CONFIGURED/)
     assert.equal(statSync(join(dataDir, 'master.key')).mode & 0o777, 0o600)
 

@@ -12,21 +12,26 @@ import {
 import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
 import { connectDatabase, type Sql } from '../platform/database.ts'
 import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
+import { AppError } from '../platform/errors.ts'
 import { createLogger } from '../platform/logger.ts'
 import { migrate } from '../platform/migrations.ts'
+import { describeStartupFailure } from '../platform/startup-failure.ts'
 import { createServices, type Services } from '../services.ts'
-import { createTenant } from '../tenants/tenant-service.ts'
-import { listTenants } from '../tenants/tenant-store.ts'
+import { createTenant, listTenants, toTenantView } from '../tenants/tenant-service.ts'
 
 /**
- * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON, progress and
- * errors to stderr; a failure exits non-zero.
+ * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON (lists as
+ * `{data, total}`, like the API's), progress and errors to stderr. Exit codes: 0 done, 1 the
+ * command failed (one line on stderr saying why), 2 the command line (one line, then the usage)
+ * or a setting (one line) is wrong.
  */
 const USAGE = `Usage: npm run kms -- <command> [options]
 
 Commands:
-  create-tenant --name NAME [--scopes s1,s2]     Create a tenant and its first API key (full scope by default)
+  create-tenant --name NAME [--scopes s1,s2]     Create a tenant and its first API key (full scope by default);
+                                                 names are unique, ignoring case
   list-tenants                                   List tenants
+  help                                           Show this text
   create-api-key --tenant ID --name NAME --scopes s1,s2 [--expires-at ISO]
   list-api-keys --tenant ID [--include-revoked]
   revoke-api-key --tenant ID --id KEY_ID         Revoke; every running process stops accepting it within 1 s
@@ -44,6 +49,14 @@ const STRAGGLER_WAIT_MS = 2000
 function required(values: Record<string, unknown>, name: string): string {
   const value = values[name]
   if (typeof value !== 'string' || value.length === 0) throw new UsageError(`--${name} is required`)
+  return value
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+function requiredId(values: Record<string, unknown>, name: string): string {
+  const value = required(values, name)
+  if (!UUID.test(value)) throw new UsageError(`--${name} must be a UUID, got "${value}"`)
   return value
 }
 
@@ -144,6 +157,12 @@ async function rotateMasterKey(config: Config, logger: Logger): Promise<void> {
 
 export async function runCli(argv: string[]): Promise<void> {
   const [command, ...rest] = argv
+  if (command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(`${USAGE}\n`)
+    return
+  }
+  // No command is a mistake, not a request for help: scripts must not mistake it for success.
+  if (command === undefined) throw new UsageError('no command given')
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -169,6 +188,7 @@ export async function runCli(argv: string[]): Promise<void> {
         print({
           tenantId: created.tenant.id,
           name: created.tenant.name,
+          createdAt: toTenantView(created.tenant).createdAt,
           apiKey: { id: created.apiKey.id, key: created.apiKey.key, scopes: created.apiKey.scopes },
         })
       })
@@ -176,11 +196,11 @@ export async function runCli(argv: string[]): Promise<void> {
     }
     case 'list-tenants':
       await withServices(config, logger, async ({ sql }) => {
-        print((await listTenants(sql)).map((t) => ({ id: t.id, name: t.name, createdAt: t.created_at })))
+        print(await listTenants(sql))
       })
       return
     case 'create-api-key': {
-      const tenantId = required(values, 'tenant')
+      const tenantId = requiredId(values, 'tenant')
       const name = required(values, 'name')
       const scopes = parseScopes(required(values, 'scopes'))!
       const expiresRaw = values['expires-at']
@@ -194,7 +214,7 @@ export async function runCli(argv: string[]): Promise<void> {
       return
     }
     case 'list-api-keys': {
-      const tenantId = required(values, 'tenant')
+      const tenantId = requiredId(values, 'tenant')
       await withServices(config, logger, async ({ apiKeys }) => {
         print(
           await apiKeys.list(tenantId, { limit: 1000, offset: 0, includeRevoked: values['include-revoked'] }),
@@ -203,8 +223,8 @@ export async function runCli(argv: string[]): Promise<void> {
       return
     }
     case 'revoke-api-key': {
-      const tenantId = required(values, 'tenant')
-      const id = required(values, 'id')
+      const tenantId = requiredId(values, 'tenant')
+      const id = requiredId(values, 'id')
       await withServices(config, logger, async ({ apiKeys }) =>
         print(await apiKeys.revoke(cliActor(tenantId), id)),
       )
@@ -226,11 +246,6 @@ export async function runCli(argv: string[]): Promise<void> {
       }
       return
     }
-    case undefined:
-    case 'help':
-    case '--help':
-      process.stdout.write(`${USAGE}\n`)
-      return
     default:
       throw new UsageError(`unknown command "${command}"`)
   }
@@ -240,18 +255,27 @@ runCli(process.argv.slice(2)).then(
   () => process.exit(0),
   (err: unknown) => {
     const parseError = (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-    if (err instanceof UsageError || err instanceof ConfigError || parseError) {
+    if (err instanceof UsageError || parseError) {
       process.stderr.write(`kms: ${(err as Error).message}\n\n${USAGE}\n`)
       process.exit(2)
     }
-    const e = err as { message?: string; code?: string }
-    const reason =
-      e.code === '22P02'
-        ? 'an id is not a valid UUID'
-        : e.code === '23503'
-          ? 'no such tenant'
-          : (e.message ?? String(err))
-    process.stderr.write(`kms: ${reason}\n`)
-    process.exit(1)
+    process.stderr.write(`kms: ${failureLine(err)}\n`)
+    // A bad setting is wrong input from the operator, like a wrong command line; no usage, though,
+    // since the command line was right.
+    process.exit(err instanceof ConfigError ? 2 : 1)
   },
 )
+
+/** One line: the service's error code and message, or the cause of a failed start, never a stack. */
+function failureLine(err: unknown): string {
+  if (err instanceof AppError) return `${err.code}: ${err.message}`
+  const code = (err as { code?: unknown }).code
+  if (code === '23503') return 'no such tenant'
+  let databaseUrl: string | undefined
+  try {
+    databaseUrl = loadConfig().databaseUrl
+  } catch {
+    databaseUrl = undefined
+  }
+  return describeStartupFailure(err, { databaseUrl }).message.replace(/^start failed: /, '')
+}

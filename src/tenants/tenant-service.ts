@@ -5,22 +5,43 @@ import { SCOPES, type Scope } from '../auth/scopes.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { createWrappedKek } from '../keyring/tenant-kek.ts'
 import type { Sql, Tx } from '../platform/database.ts'
-import { insertTenant, type TenantRow } from './tenant-store.ts'
+import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
+import { insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
 
 export interface CreatedTenant {
   tenant: TenantRow
   apiKey: ApiKeyView & { key: string }
 }
 
+/** The unique index of migration 0006: names compare case-insensitively. */
+const NAME_INDEX = 'tenants_name_unique_idx'
+const MAX_NAME_LENGTH = 200
+
+export const tenantNameTaken = (name: string) =>
+  new AppError(409, 'tenant_name_taken', `A tenant named "${name}" already exists (names ignore case)`, {
+    name,
+  })
+
+/** Names are labels for people: printable, no surrounding spaces, at most 200 characters. */
+function checkName(name: string): void {
+  if (name.length === 0 || name.length > MAX_NAME_LENGTH)
+    throw invalidField('name', `must be 1 to ${MAX_NAME_LENGTH} characters`)
+  if (name.trim() !== name) throw invalidField('name', 'must not start or end with white space')
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidField('name', 'must not contain control characters')
+}
+
 /**
  * A tenant is born with its KEK and one API key (full scope unless told otherwise), in one
- * transaction with their audit records: there is never a tenant nobody can reach.
+ * transaction with their audit records: there is never a tenant nobody can reach. Names are
+ * unique ignoring case (`tenant_name_taken`, 409).
  */
 export async function createTenant(
   deps: { sql: Sql; masterKeys: MasterKeyring; apiKeys: ApiKeyService; audit: AuditLog },
   input: { name: string; actor: string; scopes?: readonly Scope[] },
   inTransaction?: Tx,
 ): Promise<CreatedTenant> {
+  checkName(input.name)
   const id = randomUUID()
   const kek = createWrappedKek(id, deps.masterKeys)
   const run = async (tx: Tx): Promise<CreatedTenant> => {
@@ -44,5 +65,29 @@ export async function createTenant(
     )
     return { tenant, apiKey: { ...view, key } }
   }
-  return inTransaction ? run(inTransaction) : deps.sql.begin(run)
+  try {
+    return await (inTransaction ? run(inTransaction) : deps.sql.begin(run))
+  } catch (err) {
+    // The index decides, not a prior SELECT: two concurrent creations of one name cannot both win.
+    if (isUniqueViolation(err, NAME_INDEX)) throw tenantNameTaken(input.name)
+    throw err
+  }
+}
+
+export interface TenantView {
+  id: string
+  name: string
+  createdAt: string
+}
+
+export const toTenantView = (row: TenantRow): TenantView => ({
+  id: row.id,
+  name: row.name,
+  createdAt: row.created_at.toISOString(),
+})
+
+/** Every tenant, oldest first, in the `{data, total}` shape of the API's lists. */
+export async function listTenants(sql: Sql): Promise<{ data: TenantView[]; total: number }> {
+  const data = (await listTenantRows(sql)).map(toTenantView)
+  return { data, total: data.length }
 }

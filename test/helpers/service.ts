@@ -144,7 +144,7 @@ export async function startTestService(
           apiKeys: api.services.apiKeys,
           audit: api.services.audit,
         },
-        { name: `tenant-${randomBytes(3).toString('hex')}`, actor: 'test', ...(scopes ? { scopes } : {}) },
+        { name: `tenant-${randomBytes(8).toString('hex')}`, actor: 'test', ...(scopes ? { scopes } : {}) },
       )
       return { tenantId: created.tenant.id, apiKeyId: created.apiKey.id, key: created.apiKey.key }
     },
