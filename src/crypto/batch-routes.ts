@@ -44,7 +44,14 @@ const EncryptBatchBody = Type.Object(
     ),
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
+  {
+    $id: 'EncryptBatchRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES,
+    examples: [
+      { items: [{ plaintext: 'SGVsbG8sIHdvcmxkIQ==', context: 'order=1042' }, { plaintext: 'd29ybGQ=' }] },
+    ],
+  },
 )
 
 const EncryptBatchResponse = Type.Object({
@@ -86,7 +93,25 @@ const DecryptBatchBody = Type.Object(
     items: Type.Array(DecryptBatchItem, { minItems: 1, maxItems: MAX_BATCH_ITEMS }),
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES },
+  {
+    $id: 'DecryptBatchRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES,
+    examples: [
+      {
+        items: [
+          {
+            ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
+            encapsulatedKey:
+              '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
+            nonce: 'PpIRzfRMZHEkdhJe',
+            tag: 'zCsEOOdfx+U8CiOosO0elQ==',
+            context: 'order=1042',
+          },
+        ],
+      },
+    ],
+  },
 )
 
 const DecryptBatchResponse = Type.Object({

@@ -42,7 +42,7 @@ const SignBody = Type.Object(
     message: Message,
     ...SchemeOptions,
   },
-  { additionalProperties: false },
+  { $id: 'SignRequest', additionalProperties: false, examples: [{ message: 'SGVsbG8sIHdvcmxkIQ==' }] },
 )
 
 const SignResponse = Type.Object({
@@ -63,7 +63,18 @@ const VerifyBody = Type.Object(
     signature: Base64('The signature, Base64', 65_536),
     ...SchemeOptions,
   },
-  { additionalProperties: false },
+  {
+    $id: 'VerifyRequest',
+    additionalProperties: false,
+    examples: [
+      {
+        keyId: '3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f',
+        keyVersion: 1,
+        message: 'SGVsbG8sIHdvcmxkIQ==',
+        signature: 'yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg==',
+      },
+    ],
+  },
 )
 
 const VerifyResponse = Type.Object({
@@ -72,7 +83,10 @@ const VerifyResponse = Type.Object({
   keyVersion: Type.Integer({ description: 'The version used' }),
 })
 
-const MacBody = Type.Object({ data: Message }, { additionalProperties: false })
+const MacBody = Type.Object(
+  { data: Message },
+  { $id: 'MacRequest', additionalProperties: false, examples: [{ data: 'SGVsbG8sIHdvcmxkIQ==' }] },
+)
 const MacResponse = Type.Object({
   mac: Base64Output('Base64'),
   keyId: Uuid('The HMAC key'),
@@ -87,7 +101,13 @@ const MacVerifyBody = Type.Object(
     mac: Base64('The MAC, Base64', 1024),
     keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
   },
-  { additionalProperties: false },
+  {
+    $id: 'MacVerifyRequest',
+    additionalProperties: false,
+    examples: [
+      { data: 'SGVsbG8sIHdvcmxkIQ==', mac: 'RBSNsqbVjEGUYY16TMtnXh+0GSQlQpGhtnOIDeEh/4M=', keyVersion: 1 },
+    ],
+  },
 )
 
 function optionsOf(body: {

@@ -25,7 +25,7 @@ const RotationPolicyBody = Type.Object(
       ]),
     ),
   },
-  { additionalProperties: false },
+  { $id: 'RotationPolicyRequest', additionalProperties: false, examples: [{ frequency: 'Quarterly' }] },
 )
 
 const RotationPolicySchema = Type.Object({
