@@ -10,7 +10,8 @@ import { isDeepStrictEqual } from 'node:util'
  *   nested ones `def-N`, so `routeTransform` renames `$id` to `x-schema-id` in the copy it hands
  *   to the generator and `documentTransform` does the hoisting itself, the same way at any depth.
  * - `examples[0]` of a body or response schema becomes the media type's `example`, which
- *   Swagger UI's "Try it out" starts from and linters validate against the schema.
+ *   Swagger UI's "Try it out" starts from and linters validate against the schema; raw media
+ *   types (application/octet-stream) are `type: string, format: binary`.
  * - `servers`: the API is served from the document's own origin.
  * - Hints for clients: an enum without `type` (TypeBox 1.x `Type.Enum`) gets the type of its
  *   values, and the serializer-only `format: 'unsafe'` (crypto-schemas.ts) is dropped.
@@ -69,8 +70,11 @@ function clientHints(node: Json): Json {
   return out
 }
 
-/** The example of a media type: the first `examples` entry of its (named or inline) schema. */
-function addMediaExamples(doc: Json): void {
+/**
+ * The example of a media type: the first `examples` entry of its (named or inline) schema; and
+ * a raw media type's schema says it is bytes.
+ */
+function describeMedia(doc: Json): void {
   const paths = isObject(doc['paths']) ? doc['paths'] : {}
   for (const item of Object.values(paths)) {
     if (!isObject(item)) continue
@@ -80,9 +84,16 @@ function addMediaExamples(doc: Json): void {
       if (isObject(operation['responses'])) bodies.push(...Object.values(operation['responses']))
       for (const body of bodies) {
         if (!isObject(body) || !isObject(body['content'])) continue
-        for (const media of Object.values(body['content'])) {
-          if (!isObject(media) || media['example'] !== undefined || !isObject(media['schema'])) continue
-          const examples = media['schema']['examples']
+        for (const [type, media] of Object.entries(body['content'])) {
+          const schema = isObject(media) ? media['schema'] : undefined
+          if (!isObject(media) || !isObject(schema)) continue
+          // Raw bodies (application/octet-stream) carry no schema at run time (Ajv would refuse a
+          // Buffer as a string); the document says what they are, or generators type them unknown.
+          if (!type.includes('json') && schema['type'] === undefined) {
+            media['schema'] = { type: 'string', format: 'binary', ...schema }
+          }
+          if (media['example'] !== undefined) continue
+          const examples = schema['examples']
           if (Array.isArray(examples) && examples.length > 0) media['example'] = examples[0]
         }
       }
@@ -125,7 +136,7 @@ function hoistNamed(doc: Json): Json {
 /** @fastify/swagger's `transformObject`: the finished document, once per process (it is cached). */
 export function documentTransform(document: Json): Json {
   // Examples are read from the schemas before they become `$ref`s.
-  addMediaExamples(document)
+  describeMedia(document)
   const out = hoistNamed(document)
   return { ...out, servers: [{ url: '/', description: 'This service (the paths carry the /api/v1 prefix)' }] }
 }
