@@ -3,7 +3,7 @@ import { type Static, Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
 import {
   Base64,
@@ -69,6 +69,7 @@ const EncryptBatchResponse = Type.Object({
     { description: 'One result per item, in request order' },
   ),
 })
+nameSchema(EncryptBatchResponse, 'EncryptBatchResponse')
 
 const DecryptBatchItem = Type.Object(
   {
@@ -128,6 +129,7 @@ const DecryptBatchResponse = Type.Object({
     { description: 'One result per item, in request order' },
   ),
 })
+nameSchema(DecryptBatchResponse, 'DecryptBatchResponse')
 
 /** An item that cannot be read becomes its own error; the others go ahead. */
 function readItem<T>(read: () => T): T | AppError {

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
   Base64Output,
@@ -32,6 +32,7 @@ const DataKeyResponse = Type.Object({
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
   keyBytes: Type.Integer({ description: 'Data key length in bytes' }),
 })
+nameSchema(DataKeyResponse, 'DataKeyResponse')
 
 const GenerateDataKeyBody = Type.Object(
   { keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')) },
@@ -75,6 +76,7 @@ const WrapResponse = Type.Object({
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
+nameSchema(WrapResponse, 'WrapResponse')
 
 const UnwrapBody = Type.Object(
   {
@@ -99,6 +101,7 @@ const UnwrapResponse = Type.Object({
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
+nameSchema(UnwrapResponse, 'UnwrapResponse')
 
 const dataKeyResponse = (result: DataKeyResult, keyBytes: number) => ({
   ...(result.plaintextDek ? { plaintextDek: result.plaintextDek.toString('base64') } : {}),

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import { Base64, Base64Output, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
 import type { SignatureOptions } from './signing.ts'
 import type { SigningService } from './signing-service.ts'
@@ -54,6 +54,7 @@ const SignResponse = Type.Object({
   algorithm: Type.String({ description: 'The key algorithm' }),
   signingScheme: Type.String({ description: 'The signature scheme used, e.g. RSASSA-PSS-SHA256' }),
 })
+nameSchema(SignResponse, 'SignResponse')
 
 const VerifyBody = Type.Object(
   {
@@ -82,6 +83,7 @@ const VerifyResponse = Type.Object({
   keyId: Uuid('The key used'),
   keyVersion: Type.Integer({ description: 'The version used' }),
 })
+nameSchema(VerifyResponse, 'VerifyResponse')
 
 const MacBody = Type.Object(
   { data: Message },
@@ -95,6 +97,7 @@ const MacResponse = Type.Object({
   }),
   algorithm: Type.String(),
 })
+nameSchema(MacResponse, 'MacResponse')
 const MacVerifyBody = Type.Object(
   {
     data: Message,

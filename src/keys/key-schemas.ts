@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'
@@ -277,3 +277,4 @@ export const PrivateKeySchema = Type.Object({
   encrypted: Type.Boolean({ description: 'True when the PKCS#8 output is password-protected' }),
   privateKey: Type.Union([Type.String(), Type.Object({}, { additionalProperties: true })]),
 })
+nameSchema(PrivateKeySchema, 'PrivateKeyExport')

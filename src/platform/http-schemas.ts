@@ -68,6 +68,14 @@ export function errorResponses(...statuses: number[]): Record<number, TSchema> {
   return out
 }
 
+/**
+ * Names a schema for the OpenAPI document: `components.schemas.<id>`, referenced by `$ref` where
+ * it is used (platform/openapi.ts). Sets `$id` in place, so the definition stays as it is.
+ */
+export function nameSchema(schema: TSchema, id: string): void {
+  ;(schema as { $id?: string }).$id = id
+}
+
 /** The canonical hyphenated form only: ajv's `uuid` format also takes `urn:uuid:` prefixes. */
 export const Uuid = (description: string) =>
   Type.String({

@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox'
-import { Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { TOTP_ALGORITHMS, TOTP_LIMITS } from './totp.ts'
 
 /**
@@ -249,6 +249,7 @@ export const SecretListSchema = Type.Object({
   limit: Type.Integer(),
   offset: Type.Integer(),
 })
+nameSchema(SecretListSchema, 'SecretList')
 
 export const SecretVersionSchema = Type.Object({
   version: Type.Integer(),
@@ -257,8 +258,10 @@ export const SecretVersionSchema = Type.Object({
   isCurrent: Type.Boolean(),
   value: optional(Type.String({ description: 'With include=all' })),
 })
+nameSchema(SecretVersionSchema, 'SecretVersion')
 
 export const SecretVersionListSchema = Type.Object({ data: Type.Array(SecretVersionSchema) })
+nameSchema(SecretVersionListSchema, 'SecretVersionList')
 
 export const TotpCodeSchema = Type.Object({
   code: Type.String(),
@@ -269,6 +272,7 @@ export const TotpCodeSchema = Type.Object({
   validUntil: Timestamp('End of the code time step'),
   remainingSeconds: Type.Integer(),
 })
+nameSchema(TotpCodeSchema, 'TotpCode')
 
 // Folders
 
@@ -324,6 +328,7 @@ export const FolderListSchema = Type.Object({
   limit: Type.Integer(),
   offset: Type.Integer(),
 })
+nameSchema(FolderListSchema, 'FolderList')
 
 export const MoveSecretsBody = Type.Object(
   {
