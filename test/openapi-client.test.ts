@@ -117,6 +117,23 @@ export { version }
 
 const MISUSE_LINES = [6, 8, 11, 13]
 
+const COMPONENT = '#/components/schemas/'
+
+/** The document as it was before named components: every `$ref` replaced by its schema. */
+function inlined(document: Record<string, unknown>): Record<string, unknown> {
+  const components = document['components'] as { schemas: Record<string, unknown> }
+  const walk = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(walk)
+    if (value === null || typeof value !== 'object') return value
+    const ref = (value as { $ref?: unknown }).$ref
+    if (typeof ref === 'string' && ref.startsWith(COMPONENT))
+      return walk(components.schemas[ref.slice(COMPONENT.length)])
+    return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, walk(field)]))
+  }
+  const { schemas: _, ...others } = components
+  return { ...(walk({ ...document, components: {} }) as Record<string, unknown>), components: others }
+}
+
 let svc: TestService
 let tenant: TenantWithKey
 let dir: string
@@ -153,6 +170,9 @@ test('a client generated from the live document type-checks and calls the servic
   await writeFile(join(dir, 'api.ts'), types)
   await writeFile(join(dir, 'client.ts'), CLIENT)
   await writeFile(join(dir, 'misuse.ts'), MISUSE)
+  // The same program against the types of an inlined document: it must not type-check.
+  await writeFile(join(dir, 'api-inlined.ts'), await generateTypes(inlined(res.body)))
+  await writeFile(join(dir, 'inlined.ts'), CLIENT.replace("from './api.ts'", "from './api-inlined.ts'"))
   await writeFile(
     join(dir, 'tsconfig.json'),
     JSON.stringify({ extends: join(PROJECT_ROOT, 'tsconfig.json'), include: ['*.ts'] }),
@@ -162,12 +182,19 @@ test('a client generated from the live document type-checks and calls the servic
   const errors = checked.output.split('\n').filter((line) => /error TS\d+/.test(line))
   // The program the client developer writes has no error at all ...
   assert.deepEqual(
-    errors.filter((line) => !line.startsWith('misuse.ts')),
+    errors.filter((line) => !line.startsWith('misuse.ts') && !line.startsWith('inlined.ts')),
     [],
     checked.output,
   )
+  // ... the check would have failed with an inlined document, whose schemas are `never` ...
+  const inlinedErrors = errors.filter((line) => line.startsWith('inlined.ts'))
+  assert.ok(
+    inlinedErrors.some((line) => line.includes("'never'")),
+    checked.output,
+  )
   // ... and each misuse is caught: the types constrain bodies, answers and paths.
-  const misuseLines = [...new Set(errors.map((line) => Number(/^misuse\.ts\((\d+),/.exec(line)?.[1])))]
+  const misuse = errors.filter((line) => line.startsWith('misuse.ts'))
+  const misuseLines = [...new Set(misuse.map((line) => Number(/^misuse\.ts\((\d+),/.exec(line)?.[1])))]
   assert.deepEqual(
     misuseLines.sort((a, b) => a - b),
     MISUSE_LINES,
