@@ -102,9 +102,10 @@ function describeMedia(doc: Json): void {
 }
 
 /**
- * Moves every schema marked with a name into `components.schemas` and leaves a `$ref` behind
- * (with the use's own description when it differs, as 3.1 allows). Two different schemas under
- * one name are a programming error: the document fails to build, and the OpenAPI test with it.
+ * Moves every schema marked with a name into `components.schemas` and leaves a `$ref` behind,
+ * with the use's own description beside it (OpenAPI 3.1 allows it). Uses may differ only in their
+ * description: two different schemas under one name are a programming error, so the document
+ * fails to build, and the OpenAPI tests with it.
  */
 function hoistNamed(doc: Json): Json {
   const components = isObject(doc['components']) ? doc['components'] : {}
