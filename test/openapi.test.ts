@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { createConfig, lintFromString } from '@redocly/openapi-core'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
+import { documentTransform, routeTransform } from '../src/platform/openapi.ts'
 import { startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
 /**
@@ -274,5 +275,55 @@ describe('linter', () => {
     const rules = new Set(problems.filter((p) => p.severity === 'error').map((p) => p.ruleId))
     assert.ok(rules.has('no-empty-servers'), [...rules].join(', '))
     assert.ok(rules.has('no-invalid-media-type-examples'), [...rules].join(', '))
+  })
+})
+
+describe('the document transform', () => {
+  const named = (description: string, extra: Record<string, unknown> = {}) => ({
+    $id: 'Thing',
+    type: 'object',
+    properties: { kind: { enum: ['a', 'b'] }, ...extra },
+    description,
+  })
+  const documentOf = (...schemas: object[]) => ({
+    openapi: '3.1.0',
+    paths: Object.fromEntries(
+      schemas.map((schema, i) => [
+        `/p${i}`,
+        {
+          get: {
+            responses: {
+              '200': {
+                description: 'ok',
+                content: { 'application/json': { schema: routeTransform({ schema, url: '' }).schema } },
+              },
+            },
+          },
+        },
+      ]),
+    ),
+  })
+
+  test('one component per name, each use a $ref keeping its own description, enums typed', () => {
+    const out = documentTransform(documentOf(named('first use'), named('second use'))) as Json
+    assert.deepEqual(out.paths['/p0'].get.responses['200'].content['application/json'].schema, {
+      $ref: '#/components/schemas/Thing',
+      description: 'first use',
+    })
+    assert.equal(
+      out.paths['/p1'].get.responses['200'].content['application/json'].schema.description,
+      'second use',
+    )
+    assert.deepEqual(out.components.schemas.Thing, {
+      type: 'object',
+      properties: { kind: { type: 'string', enum: ['a', 'b'] } },
+    })
+  })
+
+  test('two different schemas under one name fail the document build', () => {
+    assert.throws(
+      () => documentTransform(documentOf(named('x'), named('x', { extra: { type: 'string' } }))),
+      /Two different schemas are named Thing/,
+    )
   })
 })
