@@ -16,6 +16,7 @@ import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import { instrumentRequests } from './metrics/http-metrics.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
+import { documentTransform, type Json, routeTransform } from './platform/openapi.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
@@ -112,9 +113,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   })
 
   await app.register(swagger, {
-    // `format: 'unsafe'` is a serializer hint (crypto-schemas.ts Base64Output), not API.
+    // Named components, examples, servers and client hints (platform/openapi.ts).
+    transform: routeTransform,
     transformObject: (document) =>
-      withoutSerializerHints('openapiObject' in document ? document.openapiObject : document.swaggerObject),
+      documentTransform(
+        ('openapiObject' in document ? document.openapiObject : document.swaggerObject) as Json,
+      ),
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -153,15 +157,4 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: API_PREFIX },
   )
   return app
-}
-
-function withoutSerializerHints<T>(value: T): T {
-  if (Array.isArray(value)) return value.map(withoutSerializerHints) as T
-  if (value === null || typeof value !== 'object') return value
-  const out: Record<string, unknown> = {}
-  for (const [key, field] of Object.entries(value)) {
-    if (key === 'format' && field === 'unsafe') continue
-    out[key] = withoutSerializerHints(field)
-  }
-  return out as T
 }

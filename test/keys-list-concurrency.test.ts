@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
+import { dereference } from '@readme/openapi-parser'
 import type { Scope } from '../src/auth/scopes.ts'
 import type { KeyView } from '../src/keys/key-service.ts'
 import { manualClock } from './helpers/manual-clock.ts'
@@ -392,7 +393,8 @@ describe('tenant isolation of keys', () => {
   test('B using A’s key ids: 404 key_not_found on every per-key route, A’s keys unchanged', async () => {
     const doc = await svc.request('GET', `${API}/openapi.json`)
     assert.equal(doc.status, 200)
-    const attempts = attemptsFrom(doc.body)
+    // Body schemas are named components ($ref): resolve them to sample valid bodies.
+    const attempts = attemptsFrom((await dereference(structuredClone(doc.body))) as never)
     const covered = new Set(attempts.map((x) => `${x.method} ${x.template.replace(API, '')}`))
     for (const route of [
       'GET /keys/{keyId}',

@@ -19,7 +19,7 @@ const AuditRecordSchema = Type.Object(
     clientIp: Type.Union([Type.String(), Type.Null()]),
     details: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
   },
-  { title: 'AuditRecord' },
+  { $id: 'AuditRecord', title: 'AuditRecord' },
 )
 
 const AuditQuery = Type.Object(

@@ -27,7 +27,7 @@ const ApiKeySchema = Type.Object(
     expiresAt: Type.Union([Timestamp('Expiry'), Type.Null()]),
     revokedAt: Type.Union([Timestamp('Revocation time'), Type.Null()]),
   },
-  { title: 'ApiKey' },
+  { $id: 'ApiKeyView', title: 'ApiKey' },
 )
 
 const CreateApiKeyBody = Type.Object(
@@ -40,7 +40,13 @@ const CreateApiKeyBody = Type.Object(
     }),
     expiresAt: Type.Optional(Timestamp('When the key stops working (optional)')),
   },
-  { additionalProperties: false },
+  {
+    $id: 'CreateApiKeyRequest',
+    additionalProperties: false,
+    examples: [
+      { name: 'ci-deploy', scopes: ['keys:read', 'encryption:write'], expiresAt: '2030-06-30T00:00:00Z' },
+    ],
+  },
 )
 
 export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPluginAsyncTypebox {

@@ -3,7 +3,7 @@ import { type Static, Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
 import {
   Base64,
@@ -44,7 +44,14 @@ const EncryptBatchBody = Type.Object(
     ),
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
+  {
+    $id: 'EncryptBatchRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES,
+    examples: [
+      { items: [{ plaintext: 'SGVsbG8sIHdvcmxkIQ==', context: 'order=1042' }, { plaintext: 'd29ybGQ=' }] },
+    ],
+  },
 )
 
 const EncryptBatchResponse = Type.Object({
@@ -62,6 +69,7 @@ const EncryptBatchResponse = Type.Object({
     { description: 'One result per item, in request order' },
   ),
 })
+nameSchema(EncryptBatchResponse, 'EncryptBatchResponse')
 
 const DecryptBatchItem = Type.Object(
   {
@@ -86,7 +94,25 @@ const DecryptBatchBody = Type.Object(
     items: Type.Array(DecryptBatchItem, { minItems: 1, maxItems: MAX_BATCH_ITEMS }),
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES },
+  {
+    $id: 'DecryptBatchRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES,
+    examples: [
+      {
+        items: [
+          {
+            ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
+            encapsulatedKey:
+              '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
+            nonce: 'PpIRzfRMZHEkdhJe',
+            tag: 'zCsEOOdfx+U8CiOosO0elQ==',
+            context: 'order=1042',
+          },
+        ],
+      },
+    ],
+  },
 )
 
 const DecryptBatchResponse = Type.Object({
@@ -103,6 +129,7 @@ const DecryptBatchResponse = Type.Object({
     { description: 'One result per item, in request order' },
   ),
 })
+nameSchema(DecryptBatchResponse, 'DecryptBatchResponse')
 
 /** An item that cannot be read becomes its own error; the others go ahead. */
 function readItem<T>(read: () => T): T | AppError {

@@ -40,15 +40,23 @@ const EncryptBody = Type.Object(
     context: Context,
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES },
+  {
+    $id: 'EncryptRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES,
+    examples: [{ plaintext: 'SGVsbG8sIHdvcmxkIQ==', context: 'order=1042' }],
+  },
 )
 
-const EncryptResponse = Type.Object({
-  ...EnvelopeFields,
-  keyId: Uuid('The key used'),
-  keyVersion: Type.Integer({ description: 'The key version used (also inside the envelope)' }),
-  mode: Type.Optional(Type.Literal('legacy')),
-})
+const EncryptResponse = Type.Object(
+  {
+    ...EnvelopeFields,
+    keyId: Uuid('The key used'),
+    keyVersion: Type.Integer({ description: 'The key version used (also inside the envelope)' }),
+    mode: Type.Optional(Type.Literal('legacy')),
+  },
+  { $id: 'EncryptResponse' },
+)
 
 const DecryptBody = Type.Object(
   {
@@ -61,14 +69,31 @@ const DecryptBody = Type.Object(
     context: Context,
     mode: Mode,
   },
-  { additionalProperties: false, 'x-body-limit-bytes': DECRYPT_BODY_LIMIT_BYTES },
+  {
+    $id: 'DecryptRequest',
+    additionalProperties: false,
+    'x-body-limit-bytes': DECRYPT_BODY_LIMIT_BYTES,
+    examples: [
+      {
+        ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
+        encapsulatedKey:
+          '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
+        nonce: 'PpIRzfRMZHEkdhJe',
+        tag: 'zCsEOOdfx+U8CiOosO0elQ==',
+        context: 'order=1042',
+      },
+    ],
+  },
 )
 
-const DecryptResponse = Type.Object({
-  plaintext: Base64Output('Base64'),
-  keyId: Uuid('The key that decrypted'),
-  keyVersion: Type.Integer(),
-})
+const DecryptResponse = Type.Object(
+  {
+    plaintext: Base64Output('Base64'),
+    keyId: Uuid('The key that decrypted'),
+    keyVersion: Type.Integer(),
+  },
+  { $id: 'DecryptResponse' },
+)
 
 export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
   return async (app) => {

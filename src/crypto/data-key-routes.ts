@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
   Base64Output,
@@ -32,10 +32,11 @@ const DataKeyResponse = Type.Object({
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
   keyBytes: Type.Integer({ description: 'Data key length in bytes' }),
 })
+nameSchema(DataKeyResponse, 'DataKeyResponse')
 
 const GenerateDataKeyBody = Type.Object(
   { keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')) },
-  { additionalProperties: false },
+  { $id: 'GenerateDataKeyRequest', additionalProperties: false, examples: [{}] },
 )
 
 const PerKeyDataKeyBody = Type.Object(
@@ -51,7 +52,11 @@ const PerKeyDataKeyBody = Type.Object(
     ),
     context: Context,
   },
-  { additionalProperties: false },
+  {
+    $id: 'DataKeyRequest',
+    additionalProperties: false,
+    examples: [{ keyBytes: 32, withPlaintext: true, context: 'bucket=invoices' }],
+  },
 )
 
 const WrapBody = Type.Object(
@@ -59,7 +64,11 @@ const WrapBody = Type.Object(
     plaintext: Base64('Key material to wrap, Base64 (up to 64 KiB)', Math.ceil(MAX_WRAP_BYTES / 3) * 4, 4),
     context: Context,
   },
-  { additionalProperties: false },
+  {
+    $id: 'WrapRequest',
+    additionalProperties: false,
+    examples: [{ plaintext: 'RBSNsqbVjEGUYY16TMtnXh+0GSQlQpGhtnOIDeEh/4M=', context: 'bucket=invoices' }],
+  },
 )
 
 const WrapResponse = Type.Object({
@@ -67,13 +76,24 @@ const WrapResponse = Type.Object({
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
+nameSchema(WrapResponse, 'WrapResponse')
 
 const UnwrapBody = Type.Object(
   {
     wrappedKey: WrappedKey('From wrap (wrappedKey) or a data-key endpoint (encryptedDek)'),
     context: Context,
   },
-  { additionalProperties: false },
+  {
+    $id: 'UnwrapRequest',
+    additionalProperties: false,
+    examples: [
+      {
+        wrappedKey:
+          '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
+        context: 'bucket=invoices',
+      },
+    ],
+  },
 )
 
 const UnwrapResponse = Type.Object({
@@ -81,6 +101,7 @@ const UnwrapResponse = Type.Object({
   keyId: Uuid('The wrapping key'),
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
+nameSchema(UnwrapResponse, 'UnwrapResponse')
 
 const dataKeyResponse = (result: DataKeyResult, keyBytes: number) => ({
   ...(result.plaintextDek ? { plaintextDek: result.plaintextDek.toString('base64') } : {}),

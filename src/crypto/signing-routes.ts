@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
-import { errorResponses, Uuid } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import { Base64, Base64Output, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
 import type { SignatureOptions } from './signing.ts'
 import type { SigningService } from './signing-service.ts'
@@ -42,7 +42,7 @@ const SignBody = Type.Object(
     message: Message,
     ...SchemeOptions,
   },
-  { additionalProperties: false },
+  { $id: 'SignRequest', additionalProperties: false, examples: [{ message: 'SGVsbG8sIHdvcmxkIQ==' }] },
 )
 
 const SignResponse = Type.Object({
@@ -54,6 +54,7 @@ const SignResponse = Type.Object({
   algorithm: Type.String({ description: 'The key algorithm' }),
   signingScheme: Type.String({ description: 'The signature scheme used, e.g. RSASSA-PSS-SHA256' }),
 })
+nameSchema(SignResponse, 'SignResponse')
 
 const VerifyBody = Type.Object(
   {
@@ -63,7 +64,18 @@ const VerifyBody = Type.Object(
     signature: Base64('The signature, Base64', 65_536),
     ...SchemeOptions,
   },
-  { additionalProperties: false },
+  {
+    $id: 'VerifyRequest',
+    additionalProperties: false,
+    examples: [
+      {
+        keyId: '3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f',
+        keyVersion: 1,
+        message: 'SGVsbG8sIHdvcmxkIQ==',
+        signature: 'yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg==',
+      },
+    ],
+  },
 )
 
 const VerifyResponse = Type.Object({
@@ -71,8 +83,12 @@ const VerifyResponse = Type.Object({
   keyId: Uuid('The key used'),
   keyVersion: Type.Integer({ description: 'The version used' }),
 })
+nameSchema(VerifyResponse, 'VerifyResponse')
 
-const MacBody = Type.Object({ data: Message }, { additionalProperties: false })
+const MacBody = Type.Object(
+  { data: Message },
+  { $id: 'MacRequest', additionalProperties: false, examples: [{ data: 'SGVsbG8sIHdvcmxkIQ==' }] },
+)
 const MacResponse = Type.Object({
   mac: Base64Output('Base64'),
   keyId: Uuid('The HMAC key'),
@@ -81,13 +97,20 @@ const MacResponse = Type.Object({
   }),
   algorithm: Type.String(),
 })
+nameSchema(MacResponse, 'MacResponse')
 const MacVerifyBody = Type.Object(
   {
     data: Message,
     mac: Base64('The MAC, Base64', 1024),
     keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
   },
-  { additionalProperties: false },
+  {
+    $id: 'MacVerifyRequest',
+    additionalProperties: false,
+    examples: [
+      { data: 'SGVsbG8sIHdvcmxkIQ==', mac: 'RBSNsqbVjEGUYY16TMtnXh+0GSQlQpGhtnOIDeEh/4M=', keyVersion: 1 },
+    ],
+  },
 )
 
 function optionsOf(body: {

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
 import type { EntropyStatus } from '../entropy/entropy-chain.ts'
 import { isDatabaseUp, type Sql } from '../platform/database.ts'
+import { nameSchema } from '../platform/http-schemas.ts'
 import { isRedisReady } from '../platform/redis.ts'
 
 const Dependency = Type.Object({ status: Type.Enum(['up', 'down']) })
@@ -27,6 +28,7 @@ const HealthSchema = Type.Object({
     ),
   }),
 })
+nameSchema(HealthSchema, 'Health')
 
 /**
  * Public and cheap: what a load balancer and an operator need (up, degraded, which entropy

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'
@@ -39,7 +39,7 @@ export const KeySchema = Type.Object(
     ]),
     scheduledDeletionDate: Type.Union([Timestamp('When the material is destroyed'), Type.Null()]),
   },
-  { title: 'Key' },
+  { $id: 'KeyView', title: 'Key' },
 )
 
 const keyAttributes = {
@@ -52,7 +52,13 @@ const keyAttributes = {
   isDefault: Type.Optional(Type.Boolean({ description: 'Make this the default key of its type' })),
 }
 
-export const CreateKeyBody = Type.Object(keyAttributes, { additionalProperties: false })
+export const CreateKeyBody = Type.Object(keyAttributes, {
+  $id: 'CreateKeyRequest',
+  additionalProperties: false,
+  examples: [
+    { name: 'orders-encryption', keyType: 'Encryption', algorithm: 'ML-KEM-768', labels: ['orders', 'prod'] },
+  ],
+})
 
 const JwkObject = Type.Object(
   { kty: Text(16, 'JWK key type', 1) },
@@ -66,7 +72,24 @@ export const ImportKeyBody = Type.Object(
     keyMaterial: Type.Union([Text(200_000, 'PEM text, or Base64 of DER / raw bytes', 1), JwkObject]),
     password: Type.Optional(Text(1024, 'Password of an encrypted PKCS#8 key', 1)),
   },
-  { additionalProperties: false },
+  {
+    $id: 'ImportKeyRequest',
+    additionalProperties: false,
+    examples: [
+      {
+        name: 'partner-signing',
+        keyType: 'Signing',
+        algorithm: 'Ed25519',
+        format: 'JWK',
+        keyMaterial: {
+          kty: 'OKP',
+          crv: 'Ed25519',
+          d: 'QTXT_xhCAP6KKu6oLNNfbrrugTlMqWSlAEJc-RNXFSw',
+          x: 'P-0K8OTBl-n8-uaLEwLseeKA5VaL6NpjFGt4HcmtWAc',
+        },
+      },
+    ],
+  },
 )
 
 export const UpdateKeyBody = Type.Object(
@@ -80,7 +103,12 @@ export const UpdateKeyBody = Type.Object(
     isDefault: Type.Optional(Type.Boolean()),
     isFavorite: Type.Optional(Type.Boolean()),
   },
-  { additionalProperties: false, minProperties: 1 },
+  {
+    $id: 'UpdateKeyRequest',
+    additionalProperties: false,
+    minProperties: 1,
+    examples: [{ description: 'Encrypts order exports', labels: ['orders'], isFavorite: true }],
+  },
 )
 
 const oneOrMany = <T extends ReturnType<typeof Type.String>>(item: T, description: string) =>
@@ -111,24 +139,27 @@ export const ListKeysQuery = Type.Object(
   { additionalProperties: false },
 )
 
-export const KeyListSchema = Type.Object({
-  data: Type.Array(KeySchema),
-  total: Type.Integer({ description: 'Keys matching the filters, counted up to 1,000' }),
-  totalIsExact: Type.Boolean({
-    description: 'False when more than 1,000 keys match: total is then a lower bound',
-  }),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page' }),
-  alert: Type.Optional(
-    Type.Object(
-      {
-        expiringSoon: Type.Integer({ description: 'Active keys expiring within windowDays' }),
-        windowDays: Type.Integer(),
-        message: Type.String(),
-      },
-      { description: 'Present when active keys expire within 30 days' },
+export const KeyListSchema = Type.Object(
+  {
+    data: Type.Array(KeySchema),
+    total: Type.Integer({ description: 'Keys matching the filters, counted up to 1,000' }),
+    totalIsExact: Type.Boolean({
+      description: 'False when more than 1,000 keys match: total is then a lower bound',
+    }),
+    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page' }),
+    alert: Type.Optional(
+      Type.Object(
+        {
+          expiringSoon: Type.Integer({ description: 'Active keys expiring within windowDays' }),
+          windowDays: Type.Integer(),
+          message: Type.String(),
+        },
+        { description: 'Present when active keys expire within 30 days' },
+      ),
     ),
-  ),
-})
+  },
+  { $id: 'KeyList' },
+)
 
 export const DeleteKeyQuery = Type.Object(
   {
@@ -142,16 +173,19 @@ export const DeleteKeyQuery = Type.Object(
   { additionalProperties: false },
 )
 
-export const KeyVersionsSchema = Type.Object({
-  data: Type.Array(
-    Type.Object({
-      version: Type.Integer(),
-      createdAt: Timestamp('When the version was created'),
-      state: KeyStateSchema,
-      isCurrent: Type.Boolean({ description: 'The version new operations use' }),
-    }),
-  ),
-})
+export const KeyVersionsSchema = Type.Object(
+  {
+    data: Type.Array(
+      Type.Object({
+        version: Type.Integer(),
+        createdAt: Timestamp('When the version was created'),
+        state: KeyStateSchema,
+        isCurrent: Type.Boolean({ description: 'The version new operations use' }),
+      }),
+    ),
+  },
+  { $id: 'KeyVersionList' },
+)
 
 export const PUBLIC_INCLUDE_FIELDS = [
   'name',
@@ -208,12 +242,13 @@ export const PublicKeySchema = Type.Object(
     format: Type.Enum(['PEM', 'DER', 'RAW'] as const),
     ...includedFields,
   },
-  { title: 'PublicKey' },
+  { $id: 'PublicKeyView', title: 'PublicKey' },
 )
 
 export const JwkSchema = Type.Object(
   { kty: Type.String(), kid: Type.String(), use: Type.String() },
   {
+    $id: 'PublicJwk',
     additionalProperties: true,
     title: 'JWK',
     description: 'A public JWK (RFC 7517); kty AKP for ML-KEM/ML-DSA/SLH-DSA',
@@ -227,7 +262,11 @@ export const ExportPrivateBody = Type.Object(
     password: Type.Optional(Text(1024, 'Encrypts the PKCS#8 output (PEM and DER)', 8)),
     version: Type.Optional(VersionQuery),
   },
-  { additionalProperties: false },
+  {
+    $id: 'ExportPrivateKeyRequest',
+    additionalProperties: false,
+    examples: [{ confirm: 'partner-signing', format: 'PEM', password: 'correct-horse-battery-staple' }],
+  },
 )
 
 export const PrivateKeySchema = Type.Object({
@@ -238,3 +277,4 @@ export const PrivateKeySchema = Type.Object({
   encrypted: Type.Boolean({ description: 'True when the PKCS#8 output is password-protected' }),
   privateKey: Type.Union([Type.String(), Type.Object({}, { additionalProperties: true })]),
 })
+nameSchema(PrivateKeySchema, 'PrivateKeyExport')

@@ -8,7 +8,12 @@ export const ErrorSchema = Type.Object(
     error: Type.String({ description: 'Stable snake_case error code' }),
     message: Type.String({ description: 'Human-readable explanation' }),
   },
-  { additionalProperties: true, title: 'Error' },
+  {
+    $id: 'ErrorResponse',
+    additionalProperties: true,
+    title: 'Error',
+    examples: [{ error: 'not_found', message: 'Key not found' }],
+  },
 )
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -22,13 +27,53 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   503: 'A dependency needed to perform and audit the operation is unavailable',
 }
 
+/** A 400: the error body with the fields that failed and why. */
+export const ValidationErrorSchema = Type.Object(
+  {
+    error: Type.String({ description: 'validation_failed, invalid_json, ...' }),
+    message: Type.String({ description: 'Human-readable explanation' }),
+    fields: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            path: Type.String({ description: 'Where, e.g. body/keyType' }),
+            message: Type.String({ description: 'What is wrong, and what is allowed' }),
+          },
+          { additionalProperties: true },
+        ),
+      ),
+    ),
+  },
+  {
+    $id: 'ValidationError',
+    additionalProperties: true,
+    title: 'ValidationError',
+    examples: [
+      {
+        error: 'validation_failed',
+        message: 'body/name must NOT have fewer than 1 characters',
+        fields: [{ path: 'body/name', message: 'must NOT have fewer than 1 characters' }],
+      },
+    ],
+  },
+)
+
 /** Error responses a route can give, for its schema (serialization and the OpenAPI document). */
 export function errorResponses(...statuses: number[]): Record<number, TSchema> {
   const out: Record<number, TSchema> = {}
   for (const status of [400, 401, ...statuses]) {
-    out[status] = { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' }
+    const schema = status === 400 ? ValidationErrorSchema : ErrorSchema
+    out[status] = { ...schema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' }
   }
   return out
+}
+
+/**
+ * Names a schema for the OpenAPI document: `components.schemas.<id>`, referenced by `$ref` where
+ * it is used (platform/openapi.ts). Sets `$id` in place, so the definition stays as it is.
+ */
+export function nameSchema(schema: TSchema, id: string): void {
+  ;(schema as { $id?: string }).$id = id
 }
 
 /** The canonical hyphenated form only: ajv's `uuid` format also takes `urn:uuid:` prefixes. */

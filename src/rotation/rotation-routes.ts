@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { KeyIdParams } from '../keys/key-schemas.ts'
-import { errorResponses, Timestamp } from '../platform/http-schemas.ts'
+import { errorResponses, nameSchema, Timestamp } from '../platform/http-schemas.ts'
 import { FREQUENCIES } from './rotation-schedule.ts'
 import type { RotationService } from './rotation-service.ts'
 
@@ -25,7 +25,7 @@ const RotationPolicyBody = Type.Object(
       ]),
     ),
   },
-  { additionalProperties: false },
+  { $id: 'RotationPolicyRequest', additionalProperties: false, examples: [{ frequency: 'Quarterly' }] },
 )
 
 const RotationPolicySchema = Type.Object({
@@ -43,6 +43,7 @@ const RotationPolicySchema = Type.Object({
   createdAt: Timestamp('When the policy was created'),
   updatedAt: Timestamp('When the policy last changed'),
 })
+nameSchema(RotationPolicySchema, 'RotationPolicyView')
 
 export function rotationRoutes(rotation: RotationService): FastifyPluginAsyncTypebox {
   return async (app) => {

@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox'
-import { Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { TOTP_ALGORITHMS, TOTP_LIMITS } from './totp.ts'
 
 /**
@@ -128,13 +128,29 @@ const SecretValue = Text(SECRET_LIMITS.valueChars, 'The secret value (UTF-8 text
 
 export const CreateSecretBody = Type.Object(
   { name: SecretName, value: SecretValue, ...secretAttributes },
-  { additionalProperties: false },
+  {
+    $id: 'CreateSecretRequest',
+    additionalProperties: false,
+    examples: [
+      {
+        name: 'orders-db-password',
+        value: 'correct-horse-battery-staple',
+        description: 'PostgreSQL password of the orders service',
+        labels: ['prod'],
+      },
+    ],
+  },
 )
 export type CreateSecretBody = Static<typeof CreateSecretBody>
 
 export const UpdateSecretBody = Type.Object(
   { name: Type.Optional(SecretName), value: Type.Optional(SecretValue), ...secretAttributes },
-  { additionalProperties: false, minProperties: 1 },
+  {
+    $id: 'UpdateSecretRequest',
+    additionalProperties: false,
+    minProperties: 1,
+    examples: [{ value: 'staple-battery-horse-correct', notes: 'Rotated after the 2026 audit' }],
+  },
 )
 export type UpdateSecretBody = Static<typeof UpdateSecretBody>
 
@@ -220,7 +236,11 @@ export const SecretSchema = Type.Object(
     deletedAt: optional(Timestamp('In the list of deleted secrets: when it was deleted')),
     purgeAt: optional(Timestamp('In the list of deleted secrets: when it is purged for good')),
   },
-  { title: 'Secret', description: 'id, name and version always; the rest as include selects' },
+  {
+    $id: 'SecretView',
+    title: 'Secret',
+    description: 'id, name and version always; the rest as include selects',
+  },
 )
 
 export const SecretListSchema = Type.Object({
@@ -229,6 +249,7 @@ export const SecretListSchema = Type.Object({
   limit: Type.Integer(),
   offset: Type.Integer(),
 })
+nameSchema(SecretListSchema, 'SecretList')
 
 export const SecretVersionSchema = Type.Object({
   version: Type.Integer(),
@@ -237,8 +258,10 @@ export const SecretVersionSchema = Type.Object({
   isCurrent: Type.Boolean(),
   value: optional(Type.String({ description: 'With include=all' })),
 })
+nameSchema(SecretVersionSchema, 'SecretVersion')
 
 export const SecretVersionListSchema = Type.Object({ data: Type.Array(SecretVersionSchema) })
+nameSchema(SecretVersionListSchema, 'SecretVersionList')
 
 export const TotpCodeSchema = Type.Object({
   code: Type.String(),
@@ -249,6 +272,7 @@ export const TotpCodeSchema = Type.Object({
   validUntil: Timestamp('End of the code time step'),
   remainingSeconds: Type.Integer(),
 })
+nameSchema(TotpCodeSchema, 'TotpCode')
 
 // Folders
 
@@ -263,7 +287,7 @@ export const FolderSchema = Type.Object(
     createdBy: Type.String(),
     updatedBy: Type.String(),
   },
-  { title: 'Folder' },
+  { $id: 'FolderView', title: 'Folder' },
 )
 
 const FolderName = Type.String({
@@ -275,7 +299,11 @@ const FolderName = Type.String({
 
 export const CreateFolderBody = Type.Object(
   { name: FolderName, parentId: Type.Optional(Type.Union([Uuid('Parent folder'), Type.Null()])) },
-  { additionalProperties: false },
+  {
+    $id: 'CreateFolderRequest',
+    additionalProperties: false,
+    examples: [{ name: 'production', parentId: null }],
+  },
 )
 export const UpdateFolderBody = Type.Object(
   {
@@ -284,7 +312,7 @@ export const UpdateFolderBody = Type.Object(
       Type.Union([Uuid('New parent'), Type.Null()], { description: 'null: top level' }),
     ),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { $id: 'UpdateFolderRequest', additionalProperties: false, minProperties: 1, examples: [{ name: 'prod' }] },
 )
 export const ListFoldersQuery = Type.Object(
   {
@@ -300,11 +328,16 @@ export const FolderListSchema = Type.Object({
   limit: Type.Integer(),
   offset: Type.Integer(),
 })
+nameSchema(FolderListSchema, 'FolderList')
 
 export const MoveSecretsBody = Type.Object(
   {
     secretIds: Type.Array(Uuid('Secret'), { minItems: 1, maxItems: 1000, uniqueItems: true }),
     folderId: Type.Union([Uuid('Destination folder'), Type.Null()], { description: 'null: top level' }),
   },
-  { additionalProperties: false },
+  {
+    $id: 'MoveSecretsRequest',
+    additionalProperties: false,
+    examples: [{ secretIds: ['3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f'], folderId: null }],
+  },
 )

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { notFound } from '../platform/errors.ts'
-import { errorResponses, IdParams, PageQuery, Timestamp } from '../platform/http-schemas.ts'
+import { errorResponses, IdParams, nameSchema, PageQuery, Timestamp } from '../platform/http-schemas.ts'
 import type { WebhookService } from './webhook-service.ts'
 import type { DeliveryRow } from './webhook-store.ts'
 
@@ -33,12 +33,14 @@ const DeliverySchema = Type.Object({
   completedAt: Type.Union([Timestamp('When the delivery succeeded or finally failed'), Type.Null()]),
   payload: Type.String({ description: 'The exact body that was signed and sent' }),
 })
+nameSchema(DeliverySchema, 'WebhookDelivery')
 
 const SecretSchema = Type.Object({
   secret: Type.String({
     description: 'HMAC-SHA256 key for X-Service-Signature: the UTF-8 bytes of this whole string',
   }),
 })
+nameSchema(SecretSchema, 'WebhookSecret')
 
 function toView(row: DeliveryRow) {
   return {
