@@ -5,8 +5,7 @@ import type { Config } from './config.ts'
 import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import { startJobs } from './jobs/job-process.ts'
 import type { JobRunner } from './jobs/job-runner.ts'
-import type { Clock } from './platform/clock.ts'
-import { createServices, type Services } from './services.ts'
+import { createServices, type ServiceOptions, type Services } from './services.ts'
 import { VERSION } from './version.ts'
 
 export interface ApiProcess {
@@ -22,7 +21,7 @@ export async function startApiProcess(
   logger: Logger,
   databaseUrl: string,
   /** jobs: run the background jobs in this process too (one-process deployments, tests). */
-  options: { clock?: Clock; jobs?: boolean } = {},
+  options: ServiceOptions & { jobs?: boolean } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
   // Serving processes only (the CLI builds the same services and needs no monitor).

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { Credential } from './entropy/credential.ts'
 import { ENTROPY_PROTOCOLS, type EntropyProtocol } from './entropy/entropy-client.ts'
+import { AllowListError, createAllowList } from './outbound/allow-list.ts'
 
 /** Everything the service reads from its environment, parsed once at start. */
 export interface Config {
@@ -37,6 +38,11 @@ export interface Config {
   jobs: JobsConfig
   /** Value versions kept per secret, the current one included. */
   secretVersionsKept: number
+  /**
+   * KMS_OUTBOUND_ALLOW: host names and CIDR ranges outbound requests (webhooks) may reach although
+   * they are not public addresses (docs/decisions.md, "Hardening: outbound requests"). Empty by default.
+   */
+  outboundAllow: string[]
 }
 
 export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
@@ -200,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     entropy: entropyConfig(env),
     role: role(env),
     secretVersionsKept: integer(env, 'KMS_SECRET_VERSIONS_KEPT', 10, 1, 1000),
+    outboundAllow: outboundAllow(env),
     jobs: {
       sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
       concurrency: integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000),
@@ -207,6 +214,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
     },
   }
+}
+
+function outboundAllow(env: NodeJS.ProcessEnv): string[] {
+  const entries = list(env['KMS_OUTBOUND_ALLOW'])
+  try {
+    createAllowList(entries)
+  } catch (error) {
+    if (error instanceof AllowListError) throw new ConfigError(`KMS_OUTBOUND_ALLOW: ${error.message}`)
+    throw error
+  }
+  return entries
 }
 
 function role(env: NodeJS.ProcessEnv): ProcessRole {

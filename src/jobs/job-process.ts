@@ -1,7 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.ts'
-import type { Clock } from '../platform/clock.ts'
-import type { Services } from '../services.ts'
+import type { ServiceOptions, Services } from '../services.ts'
 import { createServices } from '../services.ts'
 import { type JobRunner, startJobRunner } from './job-runner.ts'
 
@@ -33,7 +32,7 @@ export async function startJobProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
-  options: { clock?: Clock } = {},
+  options: ServiceOptions = {},
 ): Promise<JobProcess> {
   const services = await createServices(config, logger, databaseUrl, 'jobs', options)
   const runner = await startJobs(services)

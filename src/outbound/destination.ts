@@ -31,8 +31,11 @@ export class DestinationUnresolved extends Error {
 
 export interface CheckedDestination {
   url: URL
-  /** The address the connection must go to: checked here, never resolved again. */
-  address: IpAddress
+  /**
+   * The address the connection must go to: checked here, never resolved again. Absent only
+   * when validating a host the operator allowed by name (its addresses need no check).
+   */
+  address: IpAddress | undefined
   /** The operator allowed this host or every address it resolved to (KMS_OUTBOUND_ALLOW). */
   operatorAllowed: boolean
 }
@@ -49,6 +52,8 @@ export async function checkDestination(
   url: URL,
   allow: AllowList,
   resolve: Resolver,
+  /** validate: a URL being saved; a host allowed by name is then not resolved at all. */
+  mode: 'connect' | 'validate' = 'connect',
 ): Promise<CheckedDestination> {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new DestinationRefused(`the scheme ${url.protocol} is not http or https`)
@@ -59,6 +64,7 @@ export async function checkDestination(
     throw new DestinationRefused(`${host} is not a routable address`)
   }
   const byName = !literal && allow.allowsHost(host)
+  if (byName && mode === 'validate') return { url, address: undefined, operatorAllowed: true }
   let addresses: IpAddress[]
   if (literal) addresses = [literal]
   else {

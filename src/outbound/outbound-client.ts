@@ -88,7 +88,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
   const resolve = options.resolve ?? systemResolver
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS
 
-  const check = (url: URL) => checkDestination(url, options.allow, resolve)
+  const check = (url: URL) => checkDestination(url, options.allow, resolve, 'validate')
 
   async function request(input: OutboundRequest): Promise<OutboundResponse> {
     const deadline = AbortSignal.timeout(input.timeoutMs)
@@ -96,7 +96,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
     const failure = () => new OutboundError(deadline.aborted ? 'timeout' : 'aborted')
     let destination: CheckedDestination
     try {
-      destination = await raceAbort(check(input.url), signal)
+      destination = await raceAbort(checkDestination(input.url, options.allow, resolve), signal)
     } catch (error) {
       if (error instanceof DestinationRefused)
         throw new OutboundError('destination_not_allowed', error.reason)
@@ -112,7 +112,8 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
     signal: AbortSignal,
     failure: () => OutboundError,
   ): Promise<OutboundResponse> {
-    const { url, address } = destination
+    const { url } = destination
+    const address = destination.address!
     const family = address.version
     // Belt and braces: the socket connects to the checked address given as the host, so no
     // lookup happens; were one made, it could only answer that address.
