@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises'
-import type { AllowList } from './allow-list.ts'
+import { type AllowList, normaliseHost } from './allow-list.ts'
 import { classify, describeRefusal, type IpAddress, parseIp } from './ip-address.ts'
 
 /** Every address a host name resolves to (dns.lookup semantics: /etc/hosts, then DNS). */
@@ -64,6 +64,11 @@ export async function checkDestination(
     throw new DestinationRefused(`${host} is not a routable address`)
   }
   const byName = !literal && allow.allowsHost(host)
+  // RFC 6761: localhost and its subdomains are this machine, whatever a resolver says of them.
+  const name = normaliseHost(host)
+  if (!byName && (name === 'localhost' || name.endsWith('.localhost'))) {
+    throw new DestinationRefused(`${host} is a loopback name (localhost)`)
+  }
   if (byName && mode === 'validate') return { url, address: undefined, operatorAllowed: true }
   let addresses: IpAddress[]
   if (literal) addresses = [literal]
