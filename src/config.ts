@@ -53,6 +53,8 @@ export interface JobsConfig {
   sweepMs: number
   /** Webhook deliveries one job process sends at once. */
   concurrency: number
+  /** Of those, at most this many for one tenant (KMS_WEBHOOK_TENANT_CONCURRENCY; half by default). */
+  tenantConcurrency: number
   webhookTimeoutMs: number
   /** Multiplies the 1 s / 10 s / 60 s retry delays (1 in production). */
   webhookRetryScale: number
@@ -207,12 +209,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     role: role(env),
     secretVersionsKept: integer(env, 'KMS_SECRET_VERSIONS_KEPT', 10, 1, 1000),
     outboundAllow: outboundAllow(env),
-    jobs: {
-      sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
-      concurrency: integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000),
-      webhookTimeoutMs: integer(env, 'KMS_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
-      webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
-    },
+    jobs: jobsConfig(env),
+  }
+}
+
+function jobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+  const concurrency = integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000)
+  return {
+    sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
+    concurrency,
+    tenantConcurrency: integer(
+      env,
+      'KMS_WEBHOOK_TENANT_CONCURRENCY',
+      Math.max(1, Math.floor(concurrency / 2)),
+      1,
+      concurrency,
+    ),
+    webhookTimeoutMs: integer(env, 'KMS_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
+    webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
   }
 }
 

@@ -33,6 +33,8 @@ export interface WebhookEvent {
 
 export interface NextAttempt {
   deliveryId: string
+  /** Whose delivery: attempts are scheduled fairly across tenants (src/jobs/fair-scheduler.ts). */
+  tenantId: string
   attempt: number
   delayMs: number
 }
@@ -108,7 +110,7 @@ export function createWebhookService(deps: {
         payload,
         created_at: now,
       })
-      return { deliveryId: id, attempt: 1, delayMs: 0 }
+      return { deliveryId: id, tenantId: event.tenantId, attempt: 1, delayMs: 0 }
     },
 
     async attempt(deliveryId, attempt) {
@@ -137,7 +139,9 @@ export function createWebhookService(deps: {
       // resolves to an internal address is not something to keep knocking on.
       const last = attempt >= MAX_ATTEMPTS || result.error === 'destination_not_allowed'
       const next =
-        succeeded || last ? null : { deliveryId, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
+        succeeded || last
+          ? null
+          : { deliveryId, tenantId: row.tenant_id, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
       const finishedAt = clock.now()
       await recordAttempt(
         sql,
@@ -155,7 +159,12 @@ export function createWebhookService(deps: {
     async overdue(graceMs) {
       const now = clock.now()
       const rows = await overdueDeliveries(sql, new Date(now.getTime() - graceMs), 100)
-      return rows.map((row) => ({ deliveryId: row.id, attempt: row.claimed_attempt + 1, delayMs: 0 }))
+      return rows.map((row) => ({
+        deliveryId: row.id,
+        tenantId: row.tenant_id,
+        attempt: row.claimed_attempt + 1,
+        delayMs: 0,
+      }))
     },
 
     async secret(actor) {
