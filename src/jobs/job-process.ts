@@ -2,14 +2,16 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.ts'
 import type { ServiceOptions, Services } from '../services.ts'
 import { createServices } from '../services.ts'
+import { jobNamespace } from './job-namespace.ts'
 import { type JobRunner, startJobRunner } from './job-runner.ts'
 
 /** The job runner over a process's services. */
-export function startJobs(services: Services): Promise<JobRunner> {
+export async function startJobs(services: Services): Promise<JobRunner> {
   const { config } = services
   return startJobRunner({
     redisUrl: config.redisUrl,
     prefix: config.redisPrefix,
+    namespace: await jobNamespace(services.sql),
     config: config.jobs,
     logger: services.logger.child({ component: 'jobs' }),
     rotation: services.rotation,

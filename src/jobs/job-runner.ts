@@ -30,8 +30,10 @@ export interface JobRunner {
 
 export interface JobDeps {
   redisUrl: string
-  /** Prefix of every Redis key (the deployment's own). */
+  /** Prefix of every Redis key (KMS_REDIS_PREFIX). */
   prefix: string
+  /** The deployment's own part of the queue keys (job-namespace.ts): queues are `<prefix>jobs:<namespace>`. */
+  namespace: string
   config: JobsConfig
   logger: Logger
   rotation: Pick<RotationService, 'rotateDue'>
@@ -58,7 +60,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   // BullMQ needs commands to wait for a reconnection instead of failing after 20 retries.
   const connection = new Redis(deps.redisUrl, { maxRetriesPerRequest: null, connectionName: 'kms-jobs' })
   connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
-  const options = { connection, prefix: `${deps.prefix}jobs` }
+  const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
   const maintenance = new Queue(MAINTENANCE, options)
   const deliveries = new Queue(WEBHOOKS, options)
   // The queues report the shared connection's errors, which the connection already logs.
@@ -160,7 +162,10 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   }
   connection.on('ready', reschedule)
   if (connection.status === 'ready') reschedule()
-  logger.info({ sweepMs: config.sweepMs, concurrency: config.concurrency }, 'background jobs started')
+  logger.info(
+    { sweepMs: config.sweepMs, concurrency: config.concurrency, queues: options.prefix },
+    'background jobs started',
+  )
 
   return {
     async stop() {
