@@ -270,6 +270,19 @@ describe('outbound client', () => {
     )
   })
 
+  test('only an operator-allowed destination is marked as such (webhooks keep answers only from those)', async () => {
+    const client = createOutboundClient({
+      allow: createAllowList(['hooks.internal', '10.1.0.0/16']),
+      resolve: async (host) => [
+        { address: host === 'public.test' ? '93.184.216.34' : '10.1.2.3', family: 4 },
+      ],
+    })
+    assert.equal((await client.check(new URL('https://public.test/'))).operatorAllowed, false)
+    assert.equal((await client.check(new URL('https://hooks.internal/'))).operatorAllowed, true)
+    assert.equal((await client.check(new URL('https://ranged.test/'))).operatorAllowed, true)
+    assert.equal((await client.check(new URL('https://8.8.8.8/'))).operatorAllowed, false)
+  })
+
   test('withAllowed adds hosts for one client only', async () => {
     const base = createOutboundClient({ allow: createAllowList([]) })
     const entropy = base.withAllowed(createAllowList(['127.0.0.1']))

@@ -83,12 +83,22 @@ export interface OutboundClientOptions {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000
+const CHECK_TIMEOUT_MS = 5000
 
 export function createOutboundClient(options: OutboundClientOptions): OutboundClient {
   const resolve = options.resolve ?? systemResolver
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS
 
-  const check = (url: URL) => checkDestination(url, options.allow, resolve, 'validate')
+  // Validation runs inside an API request: a resolver that does not answer in time counts as a
+  // passing DNS failure (the delivery checks again), not as a request that hangs.
+  const check = (url: URL) =>
+    raceAbort(
+      checkDestination(url, options.allow, resolve, 'validate'),
+      AbortSignal.timeout(CHECK_TIMEOUT_MS),
+    ).catch((error: unknown) => {
+      if (error instanceof DestinationRefused || error instanceof DestinationUnresolved) throw error
+      throw new DestinationUnresolved(url.hostname, false)
+    })
 
   async function request(input: OutboundRequest): Promise<OutboundResponse> {
     const deadline = AbortSignal.timeout(input.timeoutMs)
