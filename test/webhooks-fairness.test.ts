@@ -124,7 +124,6 @@ test("a tenant flooding slow receivers does not delay another tenant's first att
   assert.ok(pending!['n'] > 0, 'B still had pending deliveries when the last sample was taken')
 
   const ratio = median(flooded) / median(idle)
-  console.log('RATIO', ratio, idle, flooded)
   assert.ok(
     ratio <= 3,
     `A's first attempt took ${ratio.toFixed(2)}x its idle latency under B's flood ` +
