@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { AllowListError, createAllowList } from '../src/outbound/allow-list.ts'
 import type { Resolver } from '../src/outbound/destination.ts'
@@ -341,5 +346,86 @@ describe('outbound client', () => {
       (await refusal(client.request(get(`http://127.0.0.1:${closedPort}/`)))).code,
       'connection_failed',
     )
+  })
+})
+
+describe('TLS through a pinned connection', () => {
+  /** A test CA and a certificate for receiver.test only (no IP address in it), made with openssl. */
+  function certificates(): { ca: Buffer; key: Buffer; cert: Buffer } {
+    const dir = mkdtempSync(join(tmpdir(), 'kms-outbound-tls-'))
+    try {
+      const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
+      const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes']
+      openssl(
+        'req',
+        '-x509',
+        ...ec,
+        '-keyout',
+        'ca.key',
+        '-out',
+        'ca.crt',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=kms test CA',
+      )
+      openssl('req', ...ec, '-keyout', 'srv.key', '-out', 'srv.csr', '-subj', '/CN=receiver.test')
+      writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=DNS:receiver.test\n')
+      openssl(
+        'x509',
+        '-req',
+        '-in',
+        'srv.csr',
+        '-CA',
+        'ca.crt',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        'srv.crt',
+        '-days',
+        '1',
+        '-extfile',
+        'ext.cnf',
+      )
+      const read = (file: string) => readFileSync(join(dir, file))
+      return { ca: read('ca.crt'), key: read('srv.key'), cert: read('srv.crt') }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+
+  test('the certificate is verified against the URL host name although the socket goes to the checked address', async () => {
+    const { ca, key, cert } = certificates()
+    const tls = createHttpsServer({ key, cert }, (req, res) => res.end(`tls ${req.headers.host}`))
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve))
+    const tlsPort = (tls.address() as AddressInfo).port
+    try {
+      const client = createOutboundClient({
+        allow: createAllowList(['127.0.0.1']),
+        resolve: scriptedResolver(['127.0.0.1']),
+        ca,
+      })
+      const ok = await client.request(get(`https://receiver.test:${tlsPort}/`))
+      assert.equal(ok.status, 200)
+      assert.equal(ok.body.toString(), `tls receiver.test:${tlsPort}`)
+      // Same address, another name: the certificate does not name it, so no exchange.
+      const otherName = await refusal(client.request(get(`https://other.test:${tlsPort}/`)))
+      assert.equal(otherName.code, 'connection_failed')
+      const byAddress = await refusal(client.request(get(`https://127.0.0.1:${tlsPort}/`)))
+      assert.equal(byAddress.code, 'connection_failed', 'the certificate does not name the address')
+      // Without the test CA, Node's own bundle does not trust it.
+      const untrusting = createOutboundClient({
+        allow: createAllowList(['127.0.0.1']),
+        resolve: scriptedResolver(['127.0.0.1']),
+      })
+      assert.equal(
+        (await refusal(untrusting.request(get(`https://receiver.test:${tlsPort}/`)))).code,
+        'connection_failed',
+      )
+    } finally {
+      tls.closeAllConnections()
+      await new Promise<void>((resolve) => tls.close(() => resolve()))
+    }
   })
 })

@@ -80,6 +80,11 @@ export interface OutboundClientOptions {
   resolve?: Resolver
   /** Time to establish the TCP connection (within the request's own timeout). */
   connectTimeoutMs?: number
+  /**
+   * Certificate authorities trusted instead of Node's bundle (an integration whose servers use a
+   * private CA; tests). Certificates are always verified, against the URL's host name.
+   */
+  ca?: string | Buffer
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000
@@ -157,6 +162,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
         ...(url.protocol === 'https:' && !isIpLiteral(url.hostname)
           ? { servername: url.hostname.replace(/\.$/, '') }
           : {}),
+        ...(url.protocol === 'https:' && options.ca !== undefined ? { ca: options.ca } : {}),
         lookup: pinned,
         agent: false,
       })
