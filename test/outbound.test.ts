@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { ConfigError, loadConfig } from '../src/config.ts'
 import { AllowListError, createAllowList } from '../src/outbound/allow-list.ts'
 import type { Resolver } from '../src/outbound/destination.ts'
 import { classify, parseIp } from '../src/outbound/ip-address.ts'
@@ -132,6 +133,32 @@ describe('allow list', () => {
         },
       )
     }
+  })
+})
+
+describe('configuration', () => {
+  test('KMS_OUTBOUND_ALLOW is empty by default, parsed as a list, and a bad entry stops the start naming it', () => {
+    assert.deepEqual(loadConfig({}).outboundAllow, [])
+    assert.deepEqual(loadConfig({ KMS_OUTBOUND_ALLOW: ' hooks.internal , 10.0.0.0/8,' }).outboundAllow, [
+      'hooks.internal',
+      '10.0.0.0/8',
+    ])
+    assert.throws(
+      () => loadConfig({ KMS_OUTBOUND_ALLOW: 'hooks.internal,10.0.0.0/33' }),
+      (error: Error) =>
+        error instanceof ConfigError && /KMS_OUTBOUND_ALLOW: "10\.0\.0\.0\/33"/.test(error.message),
+    )
+  })
+
+  test('KMS_WEBHOOK_TENANT_CONCURRENCY defaults to half the worker concurrency and may not exceed it', () => {
+    assert.equal(loadConfig({}).jobs.tenantConcurrency, 5)
+    assert.equal(loadConfig({ KMS_WORKER_CONCURRENCY: '1' }).jobs.tenantConcurrency, 1)
+    assert.equal(loadConfig({ KMS_WEBHOOK_TENANT_CONCURRENCY: '3' }).jobs.tenantConcurrency, 3)
+    assert.throws(
+      () => loadConfig({ KMS_WORKER_CONCURRENCY: '4', KMS_WEBHOOK_TENANT_CONCURRENCY: '5' }),
+      (error: Error) =>
+        error instanceof ConfigError && error.message.includes('KMS_WEBHOOK_TENANT_CONCURRENCY'),
+    )
   })
 })
 
