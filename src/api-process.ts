@@ -5,8 +5,7 @@ import type { Config } from './config.ts'
 import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import { startJobs } from './jobs/job-process.ts'
 import type { JobRunner } from './jobs/job-runner.ts'
-import type { Clock } from './platform/clock.ts'
-import { createServices, type Services } from './services.ts'
+import { createServices, type ServiceOptions, type Services } from './services.ts'
 import { VERSION } from './version.ts'
 
 export interface ApiProcess {
@@ -25,7 +24,7 @@ export async function startApiProcess(
    * jobs: run the background jobs in this process too (one-process deployments, tests).
    * scrape: where GET /metrics reads (a cluster's aggregation); this process's registry by default.
    */
-  options: { clock?: Clock; jobs?: boolean; scrape?: () => Promise<string> } = {},
+  options: ServiceOptions & { jobs?: boolean; scrape?: () => Promise<string> } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
   // Serving processes only (the CLI builds the same services and needs no monitor).

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Credential } from './entropy/credential.ts'
 import { ENTROPY_PROTOCOLS, type EntropyProtocol } from './entropy/entropy-client.ts'
+import { AllowListError, createAllowList } from './outbound/allow-list.ts'
 
 /** Everything the service reads from its environment, parsed once at start. */
 export interface Config {
@@ -40,6 +41,11 @@ export interface Config {
   jobs: JobsConfig
   /** Value versions kept per secret, the current one included. */
   secretVersionsKept: number
+  /**
+   * KMS_OUTBOUND_ALLOW: host names and CIDR ranges outbound requests (webhooks) may reach although
+   * they are not public addresses (docs/decisions.md, "Hardening: outbound requests"). Empty by default.
+   */
+  outboundAllow: string[]
 }
 
 export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
@@ -50,6 +56,8 @@ export interface JobsConfig {
   sweepMs: number
   /** Webhook deliveries one job process sends at once. */
   concurrency: number
+  /** Of those, at most this many for one tenant (KMS_WEBHOOK_TENANT_CONCURRENCY; half by default). */
+  tenantConcurrency: number
   webhookTimeoutMs: number
   /** Multiplies the 1 s / 10 s / 60 s retry delays (1 in production). */
   webhookRetryScale: number
@@ -206,13 +214,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     entropy: entropyConfig(env),
     role: role(env),
     secretVersionsKept: integer(env, 'KMS_SECRET_VERSIONS_KEPT', 10, 1, 1000),
-    jobs: {
-      sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
-      concurrency: integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000),
-      webhookTimeoutMs: integer(env, 'KMS_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
-      webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
-    },
+    outboundAllow: outboundAllow(env),
+    jobs: jobsConfig(env),
   }
+}
+
+function jobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+  const concurrency = integer(env, 'KMS_WORKER_CONCURRENCY', 10, 1, 1000)
+  return {
+    sweepMs: integer(env, 'KMS_JOB_SWEEP_MS', 30_000, 50, 3_600_000),
+    concurrency,
+    tenantConcurrency: integer(
+      env,
+      'KMS_WEBHOOK_TENANT_CONCURRENCY',
+      Math.max(1, Math.floor(concurrency / 2)),
+      1,
+      concurrency,
+    ),
+    webhookTimeoutMs: integer(env, 'KMS_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
+    webhookRetryScale: fraction(env, 'KMS_WEBHOOK_RETRY_SCALE', 1),
+  }
+}
+
+function outboundAllow(env: NodeJS.ProcessEnv): string[] {
+  const entries = list(env['KMS_OUTBOUND_ALLOW'])
+  try {
+    createAllowList(entries)
+  } catch (error) {
+    if (error instanceof AllowListError) throw new ConfigError(`KMS_OUTBOUND_ALLOW: ${error.message}`)
+    throw error
+  }
+  return entries
 }
 
 function role(env: NodeJS.ProcessEnv): ProcessRole {

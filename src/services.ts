@@ -17,6 +17,10 @@ import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyCache } from './keys/key-cache.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.ts'
+
+import { createAllowList } from './outbound/allow-list.ts'
+import type { Resolver } from './outbound/destination.ts'
+import { createOutboundClient, type OutboundClient } from './outbound/outbound-client.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
@@ -53,7 +57,16 @@ export interface Services {
   secrets: SecretService
   /** This process's metrics registry and the hooks the components report to. */
   metrics: ServiceMetrics
+
+  /** Every HTTP request to another service goes through this client (src/outbound/). */
+  outbound: OutboundClient
   close(): Promise<void>
+}
+
+export interface ServiceOptions {
+  clock?: Clock
+  /** Replaces DNS resolution for outbound requests (tests of the address policy). */
+  resolve?: Resolver
 }
 
 export async function createServices(
@@ -61,7 +74,7 @@ export async function createServices(
   logger: Logger,
   databaseUrl: string,
   role: string,
-  options: { clock?: Clock } = {},
+  options: ServiceOptions = {},
 ): Promise<Services> {
   const clock = options.clock ?? systemClock
   const sql = connectDatabase({
@@ -89,7 +102,15 @@ export async function createServices(
   const cryptoPool = createCryptoPool({ onTaskDone: metrics.poolTaskDone })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
-  const random = createEntropyChainFromConfig(config.entropy, logger.child({ component: 'entropy' }))
+  const outbound = createOutboundClient({
+    allow: createAllowList(config.outboundAllow),
+    ...(options.resolve ? { resolve: options.resolve } : {}),
+  })
+  const random = createEntropyChainFromConfig(
+    config.entropy,
+    logger.child({ component: 'entropy' }),
+    outbound,
+  )
   const keyObjects = createKeyObjectCache({ sql, tenantKeks })
   const keyResolver = createKeyResolver({ keyCache, keyObjects, clock })
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
@@ -97,13 +118,15 @@ export async function createServices(
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
   const webhooks = createWebhookService({
     sql,
+    audit,
+    outbound,
     tenantKeks,
     clock,
     timeoutMs: config.jobs.webhookTimeoutMs,
     retryScale: config.jobs.webhookRetryScale,
     userAgent: `kms-webhooks/${VERSION}`,
   })
-  const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, clock })
+  const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, outbound, clock })
   const folders = createFolderService({ sql, audit, clock })
   const secrets = createSecretService({
     sql,
@@ -144,6 +167,8 @@ export async function createServices(
     folders,
     secrets,
     metrics,
+
+    outbound,
     async close() {
       random.close()
       await audit.flush()

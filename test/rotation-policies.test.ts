@@ -20,7 +20,11 @@ let tenant: TenantWithKey
 
 before(async () => {
   clock = manualClock(new Date('2030-01-01T00:00:00.000Z'))
-  svc = await startTestService({ KMS_JOB_SWEEP_MS: '100' }, { clock, jobs: true })
+  // example.invalid never resolves; the operator allowing it by name keeps it a valid webhookUrl.
+  svc = await startTestService(
+    { KMS_JOB_SWEEP_MS: '100', KMS_OUTBOUND_ALLOW: 'example.invalid' },
+    { clock, jobs: true },
+  )
   tenant = await svc.createTenant()
 })
 after(async () => svc?.stop())
@@ -143,6 +147,7 @@ test('a new frequency restarts the schedule; the same frequency keeps it; remova
     frequency: 'Monthly',
     webhookUrl: 'https://example.invalid/hook',
   })
+  assert.equal(same.status, 200, same.text)
   assert.equal(same.body.nextRotationAt, new Date(start + 30 * DAY_MS).toISOString())
   assert.equal(same.body.webhookUrl, 'https://example.invalid/hook')
   const changed = await call('POST', `/keys/${keyId}/rotation-policy`, {

@@ -38,6 +38,8 @@ before(async () => {
       KMS_JOB_SWEEP_MS: '100',
       KMS_WEBHOOK_RETRY_SCALE: String(RETRY_SCALE),
       KMS_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+      // The receivers run on this machine: the operator allows it (the default refuses loopback).
+      KMS_OUTBOUND_ALLOW: '127.0.0.1',
     },
     { clock, jobs: true },
   )
@@ -605,4 +607,46 @@ test('responseExcerpt stays within 256 bytes when byte 256 falls inside a UTF-8 
     Buffer.byteLength(excerpt, 'utf8') <= 256,
     `the excerpt is ${Buffer.byteLength(excerpt, 'utf8')} bytes of UTF-8`,
   )
+})
+
+test('revealing and rotating the signing secret each write an audit record that names the secret, never its value', async () => {
+  const tenant = await svc.createTenant()
+  const records = async () => [
+    ...(await svc.sql<
+      { actor: string; action: string; resource: string | null; outcome: string; text: string }[]
+    >`
+      SELECT actor, action, resource, outcome, a::text AS text FROM audit_log a
+      WHERE tenant_id = ${tenant.tenantId} AND action LIKE 'webhooks.secret.%' ORDER BY id`),
+  ]
+  assert.deepEqual(await records(), [], 'nothing before the first use')
+
+  const first = await secretOf(tenant)
+  const again = await secretOf(tenant)
+  const rotated = await as(tenant)('POST', '/webhooks/secret/rotate')
+  assert.equal(rotated.status, 200, rotated.text)
+  const second = rotated.body.secret as string
+
+  const rows = await records()
+  assert.deepEqual(
+    rows.map((r) => [r.actor, r.action, r.resource, r.outcome]),
+    [
+      [`apikey:${tenant.apiKeyId}`, 'webhooks.secret.reveal', `webhook-secret:${tenant.tenantId}`, 'success'],
+      [`apikey:${tenant.apiKeyId}`, 'webhooks.secret.reveal', `webhook-secret:${tenant.tenantId}`, 'success'],
+      [`apikey:${tenant.apiKeyId}`, 'webhooks.secret.rotate', `webhook-secret:${tenant.tenantId}`, 'success'],
+    ],
+  )
+  assert.equal(first, again)
+  for (const secret of [first, second]) {
+    for (const row of rows) {
+      assert.equal(row.text.includes(secret.slice('whsec_'.length)), false, 'the secret is not in the record')
+    }
+  }
+  // The tenant sees them through the audit API too.
+  const listed = await as(tenant)('GET', `/audit?resource=webhook-secret:${tenant.tenantId}`)
+  assert.equal(listed.status, 200, listed.text)
+  assert.deepEqual(listed.body.data.map((r: { action: string }) => r.action).sort(), [
+    'webhooks.secret.reveal',
+    'webhooks.secret.reveal',
+    'webhooks.secret.rotate',
+  ])
 })

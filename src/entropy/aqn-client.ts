@@ -3,6 +3,7 @@ import {
   type EntropyClient,
   type EntropyClientOptions,
   requireBatchSize,
+  sourceHttpClient,
 } from './entropy-client.ts'
 import { endpoint, getJson, isRecord, lenientCount } from './http-json.ts'
 import { rejection } from './source-errors.ts'
@@ -17,6 +18,7 @@ export const AQN_MAX_LENGTH = 1024
  */
 export function createAqnClient(options: EntropyClientOptions): EntropyClient {
   const base = new URL(options.url)
+  const http = sourceHttpClient(options)
   const checks = createBatchChecks()
   const client: EntropyClient = {
     protocol: 'anu-aqn',
@@ -24,7 +26,7 @@ export function createAqnClient(options: EntropyClientOptions): EntropyClient {
     batchUnitBytes: 1,
     async fetch(bytes, signal) {
       requireBatchSize(client, bytes)
-      const body = await getJson({
+      const body = await getJson(http, {
         url: endpoint(base, '/', { length: String(bytes), type: 'uint8' }),
         headers: { accept: 'application/json', 'x-api-key': options.credential.reveal() },
         timeoutMs: options.timeoutMs,

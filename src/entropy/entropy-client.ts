@@ -1,4 +1,6 @@
 import { hash } from 'node:crypto'
+import { createAllowList } from '../outbound/allow-list.ts'
+import { createOutboundClient, type OutboundClient } from '../outbound/outbound-client.ts'
 import type { Credential } from './credential.ts'
 import { rejection } from './source-errors.ts'
 
@@ -23,6 +25,18 @@ export interface EntropyClientOptions {
   url: string
   credential: Credential
   timeoutMs: number
+  /**
+   * The service's outbound client. The source's own host is added to what it allows: the
+   * operator named it (KMS_ENTROPY_*_URL), so an on-premises appliance at a private address
+   * works; nothing a tenant supplies ever gets that. Absent: a client allowing that host alone.
+   */
+  http?: OutboundClient
+}
+
+/** The outbound client a source uses: the given one (or none) plus exactly the source's host. */
+export function sourceHttpClient(options: Pick<EntropyClientOptions, 'url' | 'http'>): OutboundClient {
+  const own = createAllowList([new URL(options.url).hostname])
+  return options.http ? options.http.withAllowed(own) : createOutboundClient({ allow: own })
 }
 
 /** Degenerate-block checks run per KiB, so one good block cannot hide 63 zero blocks behind it. */

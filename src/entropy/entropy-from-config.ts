@@ -1,4 +1,5 @@
 import type { EntropyConfig, EntropySourceConfig } from '../config.ts'
+import type { OutboundClient } from '../outbound/outbound-client.ts'
 import { createAqnClient } from './aqn-client.ts'
 import {
   createEntropyChain,
@@ -16,6 +17,7 @@ function client(
   source: EntropySourceConfig | undefined,
   config: EntropyConfig,
   logger: EntropyLogger,
+  http: OutboundClient | undefined,
 ): EntropyClient | undefined {
   if (!source) return undefined
   const url = new URL(source.url)
@@ -23,14 +25,24 @@ function client(
     // Allowed for an on-premises appliance, but the credential then crosses the network in clear.
     logger.warn({ source: name, protocol: source.protocol }, 'entropy source uses plain http')
   }
-  const options = { url: source.url, credential: source.credential, timeoutMs: config.timeoutMs }
+  const options = {
+    url: source.url,
+    credential: source.credential,
+    timeoutMs: config.timeoutMs,
+    ...(http ? { http } : {}),
+  }
   return source.protocol === 'anu-aqn' ? createAqnClient(options) : createQryptClient(options)
 }
 
 /** The chain the service runs: with no source configured, the pooled system CSPRNG alone. */
-export function createEntropyChainFromConfig(config: EntropyConfig, logger: EntropyLogger): EntropyChain {
-  const primary = client('qrng-primary', config.primary, config, logger)
-  const secondary = client('qrng-secondary', config.secondary, config, logger)
+export function createEntropyChainFromConfig(
+  config: EntropyConfig,
+  logger: EntropyLogger,
+  /** The service's outbound client; each source adds its own host to what it allows. */
+  http?: OutboundClient,
+): EntropyChain {
+  const primary = client('qrng-primary', config.primary, config, logger, http)
+  const secondary = client('qrng-secondary', config.secondary, config, logger, http)
   logger.info(
     {
       primary: config.primary?.protocol ?? 'none',

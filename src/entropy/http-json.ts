@@ -1,4 +1,5 @@
-import { EntropyRejection, type FailureReason, failure, rejection } from './source-errors.ts'
+import { type OutboundClient, OutboundError, type OutboundResponse } from '../outbound/outbound-client.ts'
+import { type FailureReason, failure, rejection } from './source-errors.ts'
 
 export interface JsonGet {
   url: URL
@@ -17,68 +18,41 @@ function statusReason(status: number): FailureReason {
   return 'http_status'
 }
 
-function transportFailure(timeout: AbortSignal) {
-  return failure(timeout.aborted ? 'timeout' : 'network')
-}
-
-async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Buffer> {
-  const reader = body.getReader()
-  const chunks: Uint8Array[] = []
-  let total = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    total += value.byteLength
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {})
-      throw rejection('oversized')
-    }
-    chunks.push(value)
-  }
-  return Buffer.concat(chunks, total)
-}
-
 /**
- * One GET that must answer 200 with a JSON body, within `timeoutMs` for the whole exchange
- * (headers and body). Redirects are failures, not followed: a redirect could send the
- * credential header to another host, and a QRNG endpoint has no reason to move.
+ * One GET through the service's outbound client that must answer 200 with a JSON body, within
+ * `timeoutMs` for the whole exchange (headers and body). Redirects are failures, not followed: a
+ * redirect could send the credential header to another host, and a QRNG endpoint has no reason
+ * to move.
  */
-export async function getJson(request: JsonGet): Promise<unknown> {
-  const timeout = AbortSignal.timeout(request.timeoutMs)
-  const signal = AbortSignal.any([request.signal, timeout])
-  let response: Response
+export async function getJson(http: OutboundClient, request: JsonGet): Promise<unknown> {
+  let response: OutboundResponse
   try {
-    response = await fetch(request.url, {
+    response = await http.request({
+      url: request.url,
       method: 'GET',
       headers: request.headers,
-      redirect: 'manual',
-      signal,
+      timeoutMs: request.timeoutMs,
+      maxResponseBytes: request.maxBodyBytes,
+      oversize: 'fail',
+      signal: request.signal,
     })
-  } catch {
-    throw transportFailure(timeout)
+  } catch (error) {
+    const code = error instanceof OutboundError ? error.code : 'connection_failed'
+    if (code === 'response_too_large') throw rejection('oversized')
+    if (code === 'timeout') throw failure('timeout')
+    // The source's own host is always allowed (entropy-client.ts), so a refusal is unexpected.
+    if (code === 'destination_not_allowed') throw failure('unexpected')
+    throw failure('network')
   }
-  let consumed = false
+  const raw = response.body
   try {
     if (response.status >= 300 && response.status < 400) throw failure('redirect')
     if (response.status !== 200) throw failure(statusReason(response.status))
-    const declared = Number(response.headers.get('content-length') ?? '0')
-    if (declared > request.maxBodyBytes) throw rejection('oversized')
-    let raw: Buffer
-    consumed = true
-    try {
-      raw = response.body ? await readCapped(response.body, request.maxBodyBytes) : Buffer.alloc(0)
-    } catch (error) {
-      if (error instanceof EntropyRejection) throw error
-      throw transportFailure(timeout)
-    }
     let text: string
     try {
       text = new TextDecoder('utf-8', { fatal: true }).decode(raw)
     } catch {
       throw rejection('invalid_json')
-    } finally {
-      // The body is entropy; the string copy cannot be wiped, this buffer can.
-      raw.fill(0)
     }
     try {
       return JSON.parse(text)
@@ -86,8 +60,8 @@ export async function getJson(request: JsonGet): Promise<unknown> {
       throw rejection('invalid_json')
     }
   } finally {
-    // An unread body keeps the connection busy until it is drained or cancelled.
-    if (!consumed) await response.body?.cancel().catch(() => {})
+    // The body is entropy; the string copy cannot be wiped, this buffer can.
+    raw.fill(0)
   }
 }
 

@@ -4,6 +4,7 @@ import {
   type EntropyClient,
   type EntropyClientOptions,
   requireBatchSize,
+  sourceHttpClient,
 } from './entropy-client.ts'
 import { endpoint, getJson, isRecord, lenientCount } from './http-json.ts'
 import { rejection } from './source-errors.ts'
@@ -20,6 +21,7 @@ export const QRYPT_MAX_BLOCKS = 64
  */
 export function createQryptClient(options: EntropyClientOptions): EntropyClient {
   const base = new URL(options.url)
+  const http = sourceHttpClient(options)
   const checks = createBatchChecks()
   const client: EntropyClient = {
     protocol: 'qrypt',
@@ -28,7 +30,7 @@ export function createQryptClient(options: EntropyClientOptions): EntropyClient 
     async fetch(bytes, signal) {
       requireBatchSize(client, bytes)
       const blocks = bytes / QRYPT_BLOCK_BYTES
-      const body = await getJson({
+      const body = await getJson(http, {
         url: endpoint(base, '/api/v1/quantum-entropy', { size: String(blocks) }),
         headers: { accept: 'application/json', authorization: `Bearer ${options.credential.reveal()}` },
         timeoutMs: options.timeoutMs,

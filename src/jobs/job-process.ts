@@ -1,17 +1,18 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.ts'
 import { createEventLoopMonitor } from '../health/event-loop-monitor.ts'
-import type { Clock } from '../platform/clock.ts'
-import type { Services } from '../services.ts'
+import type { ServiceOptions, Services } from '../services.ts'
 import { createServices } from '../services.ts'
+import { jobNamespace } from './job-namespace.ts'
 import { type JobRunner, startJobRunner } from './job-runner.ts'
 
 /** The job runner over a process's services. */
-export function startJobs(services: Services): Promise<JobRunner> {
+export async function startJobs(services: Services): Promise<JobRunner> {
   const { config } = services
   return startJobRunner({
     redisUrl: config.redisUrl,
     prefix: config.redisPrefix,
+    namespace: await jobNamespace(services.sql),
     config: config.jobs,
     logger: services.logger.child({ component: 'jobs' }),
     rotation: services.rotation,
@@ -35,7 +36,7 @@ export async function startJobProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
-  options: { clock?: Clock } = {},
+  options: ServiceOptions = {},
 ): Promise<JobProcess> {
   const services = await createServices(config, logger, databaseUrl, 'jobs', options)
   const eventLoop = createEventLoopMonitor(services.metrics.eventLoopDelay)

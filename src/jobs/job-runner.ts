@@ -6,6 +6,7 @@ import type { KeyService } from '../keys/key-service.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
+import { createFairScheduler } from './fair-scheduler.ts'
 
 /**
  * Background work on BullMQ (docs/jobs.md). BullMQ decides *when* work runs; PostgreSQL holds
@@ -16,6 +17,9 @@ import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts
  *   purges secrets deleted longer ago than their restore window;
  * - `webhook-sweep`: re-sends delivery jobs lost with Redis (the outbox is in PostgreSQL);
  * - `deliver`: one attempt of one webhook delivery, claimed in PostgreSQL before it is made.
+ *   The job hands the attempt to a fair scheduler (fair-scheduler.ts) and completes: attempts
+ *   run `concurrency` at a time, round-robin across tenants, at most `tenantConcurrency` per
+ *   tenant, so one tenant's slow receivers cannot delay another tenant's deliveries.
  * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
  * to Redis is re-established, so a Redis that restarted empty gets them back.
  */
@@ -26,8 +30,10 @@ export interface JobRunner {
 
 export interface JobDeps {
   redisUrl: string
-  /** Prefix of every Redis key (the deployment's own). */
+  /** Prefix of every Redis key (KMS_REDIS_PREFIX). */
   prefix: string
+  /** The deployment's own part of the queue keys (job-namespace.ts): queues are `<prefix>jobs:<namespace>`. */
+  namespace: string
   config: JobsConfig
   logger: Logger
   rotation: Pick<RotationService, 'rotateDue'>
@@ -48,13 +54,20 @@ export interface JobDeps {
 const MAINTENANCE = 'maintenance'
 const WEBHOOKS = 'webhooks'
 const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep'] as const
+/**
+ * Attempts a job process holds in memory at most; beyond it, jobs stay in Redis until room
+ * frees. Large enough that a flood of one tenant is taken in and the next tenant's job behind it
+ * still reaches the scheduler; a few hundred bytes each.
+ */
+const MAX_QUEUED_ATTEMPTS = 50_000
+const HANDOVER_CONCURRENCY = 8
 
 export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   const { config, logger } = deps
   // BullMQ needs commands to wait for a reconnection instead of failing after 20 retries.
   const connection = new Redis(deps.redisUrl, { maxRetriesPerRequest: null, connectionName: 'kms-jobs' })
   connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
-  const options = { connection, prefix: `${deps.prefix}jobs` }
+  const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
   const maintenance = new Queue(MAINTENANCE, options)
   const deliveries = new Queue(WEBHOOKS, options)
   // The queues report the shared connection's errors, which the connection already logs.
@@ -66,7 +79,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       // One job id per attempt: adding it twice while it waits is a no-op.
       await deliveries.add(
         'deliver',
-        { deliveryId: next.deliveryId, attempt: next.attempt },
+        { deliveryId: next.deliveryId, tenantId: next.tenantId, attempt: next.attempt },
         {
           jobId: `${next.deliveryId}.${next.attempt}`,
           delay: next.delayMs,
@@ -119,13 +132,34 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     },
     { ...options, concurrency: 1 },
   )
+  const fair = createFairScheduler({
+    concurrency: config.concurrency,
+    perTenantLimit: config.tenantConcurrency,
+    maxQueued: MAX_QUEUED_ATTEMPTS,
+    onError: (err) =>
+      logger.warn({ job: 'deliver', err: { message: (err as Error).message } }, 'webhook attempt failed'),
+  })
   const deliveryWorker = new Worker(
     WEBHOOKS,
-    async (job: Job<{ deliveryId: string; attempt: number }>) => {
-      const next = await deps.webhooks.attempt(job.data.deliveryId, job.data.attempt)
-      if (next) await schedule([next])
+    async (job: Job<{ deliveryId: string; tenantId?: string; attempt: number }>) => {
+      const { deliveryId, attempt } = job.data
+      await fair.whenRoom()
+      // A job queued before jobs carried the tenant is its own queue.
+      fair.submit(job.data.tenantId ?? deliveryId, `${deliveryId}.${attempt}`, async () => {
+        // The BullMQ job completes at hand-off, so the attempt itself is counted here.
+        const started = performance.now()
+        let outcome: 'completed' | 'failed' = 'failed'
+        try {
+          const next = await deps.webhooks.attempt(deliveryId, attempt)
+          if (next) await schedule([next])
+          outcome = 'completed'
+        } finally {
+          deps.onJobDone?.(WEBHOOKS, 'attempt', outcome, (performance.now() - started) / 1000)
+        }
+      })
     },
-    { ...options, concurrency: config.concurrency },
+    // Hand-overs are quick; the attempts' own limit is the scheduler's.
+    { ...options, concurrency: HANDOVER_CONCURRENCY },
   )
   const runTime = (job: Job | undefined) =>
     job?.processedOn !== undefined && job.finishedOn !== undefined
@@ -149,7 +183,10 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   }
   connection.on('ready', reschedule)
   if (connection.status === 'ready') reschedule()
-  logger.info({ sweepMs: config.sweepMs, concurrency: config.concurrency }, 'background jobs started')
+  logger.info(
+    { sweepMs: config.sweepMs, concurrency: config.concurrency, queues: options.prefix },
+    'background jobs started',
+  )
 
   return {
     async stop() {
@@ -167,7 +204,13 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       const deadline = new Promise<false>((resolve) => {
         timer = setTimeout(() => resolve(false), deps.closeTimeoutMs)
       })
-      const finished = await Promise.race([graceful, deadline])
+      // Attempts still queued in memory are dropped: their deliveries are pending in PostgreSQL
+      // and the webhook sweep of a running job process sends them again.
+      const attempts = fair.stop()
+      const finished = await Promise.race([
+        Promise.all([graceful, attempts]).then(([done]) => done),
+        deadline,
+      ])
       clearTimeout(timer)
       if (!finished) {
         logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')

@@ -5,6 +5,8 @@ import type { KeyCache } from '../keys/key-cache.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import { keyState, requireState } from '../keys/key-state.ts'
 import { getKey, type KeyRow, updateKey } from '../keys/key-store.ts'
+import { DestinationRefused, DestinationUnresolved } from '../outbound/destination.ts'
+import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { invalidField, notFound } from '../platform/errors.ts'
@@ -72,8 +74,18 @@ function toView(policy: RotationPolicyRow, key: KeyRow): RotationPolicyView {
   }
 }
 
-/** Only http(s) targets, without credentials in the URL (they would be stored and shown). */
-export function checkWebhookUrl(raw: string, field: string): string {
+/**
+ * Only http(s) targets, without credentials in the URL (they would be stored and shown), and
+ * only destinations the outbound client would call (src/outbound/): the address policy is
+ * checked when the URL is saved, with the reason in the 400, and again at each delivery (the
+ * name may resolve elsewhere by then). A name that does not exist is refused; a passing DNS
+ * failure is not held against the URL, since delivery checks again.
+ */
+export async function checkWebhookUrl(
+  raw: string,
+  field: string,
+  outbound: Pick<OutboundClient, 'check'>,
+): Promise<string> {
   let url: URL
   try {
     url = new URL(raw)
@@ -83,6 +95,16 @@ export function checkWebhookUrl(raw: string, field: string): string {
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
     throw invalidField(field, 'must be an http:// or https:// URL')
   if (url.username || url.password) throw invalidField(field, 'must not contain a user name or password')
+  try {
+    await outbound.check(url)
+  } catch (error) {
+    if (error instanceof DestinationRefused) {
+      throw invalidField(field, `is not an allowed destination: ${error.reason}`)
+    }
+    if (error instanceof DestinationUnresolved) {
+      if (error.definite) throw invalidField(field, `names a host that does not resolve (${error.host})`)
+    } else throw error
+  }
   return url.href
 }
 
@@ -92,6 +114,7 @@ export function createRotationService(deps: {
   keys: Pick<KeyService, 'newMaterial' | 'addVersion'>
   keyCache: Pick<KeyCache, 'invalidateTenant'>
   webhooks: Pick<WebhookService, 'enqueue'>
+  outbound: Pick<OutboundClient, 'check'>
   clock: Clock
 }): RotationService {
   const { sql, audit, clock } = deps
@@ -144,7 +167,9 @@ export function createRotationService(deps: {
 
   return {
     async set(actor, keyId, input) {
-      const webhookUrl = input.webhookUrl ? checkWebhookUrl(input.webhookUrl, 'body/webhookUrl') : null
+      const webhookUrl = input.webhookUrl
+        ? await checkWebhookUrl(input.webhookUrl, 'body/webhookUrl', deps.outbound)
+        : null
       const { policy, key } = await change(
         actor,
         keyId,

@@ -13,11 +13,13 @@ const AttemptSchema = Type.Object({
   at: Timestamp('When the attempt started'),
   statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no HTTP answer' }),
   error: Type.Union([Type.String(), Type.Null()], {
-    description: 'null on success; http_error, redirect_not_followed, timeout or connection_failed',
+    description:
+      'null on success; http_error, redirect_not_followed, timeout, connection_failed, or destination_not_allowed (the URL resolves to an address this service does not call: no request was made)',
   }),
   durationMs: Type.Integer(),
   responseExcerpt: Type.Union([Type.String(), Type.Null()], {
-    description: 'The first 256 bytes of the answer',
+    description:
+      'The first 256 bytes of the answer, only from a receiver the operator allowed (KMS_OUTBOUND_ALLOW); otherwise null',
   }),
 })
 
@@ -106,7 +108,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
       },
       async (request, reply) => {
         reply.header('cache-control', 'no-store')
-        return { secret: await webhooks.secret(actorOf(request).tenantId) }
+        return { secret: await webhooks.secret(actorOf(request)) }
       },
     )
 
@@ -122,7 +124,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
       },
       async (request, reply) => {
         reply.header('cache-control', 'no-store')
-        return { secret: await webhooks.rotateSecret(actorOf(request).tenantId) }
+        return { secret: await webhooks.rotateSecret(actorOf(request)) }
       },
     )
   }

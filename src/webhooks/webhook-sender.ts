@@ -1,3 +1,4 @@
+import { type OutboundClient, OutboundError } from '../outbound/outbound-client.ts'
 import { SIGNATURE_HEADER } from './webhook-signature.ts'
 
 export interface SendResult {
@@ -7,30 +8,41 @@ export interface SendResult {
   responseExcerpt: string | null
 }
 
-/** Only this much of a receiver's answer is kept, for the tenant to see why a delivery failed. */
+/**
+ * Only this much of a receiver's answer is kept, for the tenant to see why a delivery failed,
+ * and only from a receiver the operator allowed (KMS_OUTBOUND_ALLOW): from anywhere else the
+ * status code alone, so a webhook cannot be used to read what some server answers.
+ */
 export const EXCERPT_BYTES = 256
 
 /**
- * One HTTP attempt: POST the exact body with its signature, no redirects followed (a 3xx is a
- * failure: the signed body must reach the URL the tenant configured, not wherever it points),
- * a hard timeout, and at most EXCERPT_BYTES of the answer read.
+ * One HTTP attempt through the service's outbound client (src/outbound/): the destination is
+ * resolved and checked first (`destination_not_allowed`: no request made), then the exact body
+ * is POSTed with its signature, no redirects followed (a 3xx is a failure: the signed body must
+ * reach the URL the tenant configured, not wherever it points), within a hard timeout, and at
+ * most EXCERPT_BYTES of the answer read.
  */
-export async function sendWebhook(input: {
-  url: string
-  body: string
-  signature: string
-  eventId: string
-  eventType: string
-  timeoutMs: number
-  userAgent: string
-}): Promise<SendResult> {
+export async function sendWebhook(
+  outbound: OutboundClient,
+  input: {
+    url: string
+    body: string
+    signature: string
+    eventId: string
+    eventType: string
+    timeoutMs: number
+    userAgent: string
+  },
+): Promise<SendResult> {
   const started = performance.now()
   const elapsed = () => Math.round(performance.now() - started)
   try {
-    const response = await fetch(input.url, {
+    const response = await outbound.request({
+      url: new URL(input.url),
       method: 'POST',
-      redirect: 'manual',
-      signal: AbortSignal.timeout(input.timeoutMs),
+      timeoutMs: input.timeoutMs,
+      maxResponseBytes: EXCERPT_BYTES,
+      oversize: 'truncate',
       headers: {
         'content-type': 'application/json',
         'user-agent': input.userAgent,
@@ -40,7 +52,6 @@ export async function sendWebhook(input: {
       },
       body: input.body,
     })
-    const excerpt = await readExcerpt(response)
     const ok = response.status >= 200 && response.status < 300
     return {
       statusCode: response.status,
@@ -50,39 +61,23 @@ export async function sendWebhook(input: {
           ? 'redirect_not_followed'
           : 'http_error',
       durationMs: elapsed(),
-      responseExcerpt: excerpt,
+      responseExcerpt: response.operatorAllowed ? excerpt(response.body) : null,
     }
   } catch (error) {
-    const name = (error as { name?: string }).name
-    const timedOut = name === 'TimeoutError' || name === 'AbortError'
+    const code = error instanceof OutboundError ? error.code : 'connection_failed'
     return {
       statusCode: null,
-      error: timedOut ? 'timeout' : 'connection_failed',
+      // An unresolvable host is a connection that could not be made, as before.
+      error: code === 'destination_not_allowed' || code === 'timeout' ? code : 'connection_failed',
       durationMs: elapsed(),
       responseExcerpt: null,
     }
   }
 }
 
-async function readExcerpt(response: Response): Promise<string | null> {
-  if (!response.body) return null
-  const reader = response.body.getReader()
-  const chunks: Uint8Array[] = []
-  let length = 0
-  try {
-    while (length < EXCERPT_BYTES) {
-      const { done, value } = await reader.read()
-      if (done) break
-      chunks.push(value)
-      length += value.length
-    }
-  } catch {
-    // A body that breaks off still leaves its status code, which is what counts.
-  } finally {
-    reader.cancel().catch(() => {})
-  }
-  if (length === 0) return null
+function excerpt(body: Buffer): string | null {
+  if (body.length === 0) return null
   // `stream: true` holds back a character cut at the limit instead of turning it into U+FFFD
   // (3 bytes), so the excerpt never exceeds EXCERPT_BYTES.
-  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES), { stream: true })
+  return new TextDecoder().decode(body.subarray(0, EXCERPT_BYTES), { stream: true })
 }

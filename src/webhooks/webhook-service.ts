@@ -1,5 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
+import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { sendWebhook } from './webhook-sender.ts'
@@ -30,6 +33,8 @@ export interface WebhookEvent {
 
 export interface NextAttempt {
   deliveryId: string
+  /** Whose delivery: attempts are scheduled fairly across tenants (src/jobs/fair-scheduler.ts). */
+  tenantId: string
   attempt: number
   delayMs: number
 }
@@ -44,18 +49,28 @@ export interface WebhookService {
   attempt(deliveryId: string, attempt: number): Promise<NextAttempt | null>
   /** Pending deliveries whose next attempt is overdue by more than `graceMs`: their job was lost. */
   overdue(graceMs: number): Promise<NextAttempt[]>
-  /** The tenant's signing secret, created on first use. */
-  secret(tenantId: string): Promise<string>
-  rotateSecret(tenantId: string): Promise<string>
+  /** The tenant's signing secret, created on first use; audited (`webhooks.secret.reveal`). */
+  secret(actor: Actor): Promise<string>
+  /** A new signing secret; audited (`webhooks.secret.rotate`) in the transaction that stores it. */
+  rotateSecret(actor: Actor): Promise<string>
   list(tenantId: string, page: { limit: number; offset: number }): Promise<DeliveryRow[]>
   get(tenantId: string, id: string): Promise<DeliveryRow | undefined>
 }
+
+/** The audit record of a secret's use names the tenant's secret, never its value. */
+const secretResource = (actor: Actor) => ({
+  resource: `webhook-secret:${actor.tenantId}`,
+  outcome: 'success' as const,
+})
 
 const secretAad = (tenantId: string) => `kms:webhook-secret:v1:${tenantId}`
 const newSecret = () => `whsec_${randomBytes(32).toString('base64url')}`
 
 export function createWebhookService(deps: {
   sql: Sql
+  audit: AuditLog
+  /** Every attempt goes through it: the address policy applies at delivery too. */
+  outbound: OutboundClient
   tenantKeks: TenantKeks
   clock: Clock
   timeoutMs: number
@@ -95,7 +110,7 @@ export function createWebhookService(deps: {
         payload,
         created_at: now,
       })
-      return { deliveryId: id, attempt: 1, delayMs: 0 }
+      return { deliveryId: id, tenantId: event.tenantId, attempt: 1, delayMs: 0 }
     },
 
     async attempt(deliveryId, attempt) {
@@ -110,7 +125,7 @@ export function createWebhookService(deps: {
         secret.fill(0)
       }
       const at = clock.now()
-      const result = await sendWebhook({
+      const result = await sendWebhook(deps.outbound, {
         url: row.url,
         body: row.payload,
         signature,
@@ -120,9 +135,13 @@ export function createWebhookService(deps: {
         userAgent: deps.userAgent,
       })
       const succeeded = result.error === null
-      const last = attempt >= MAX_ATTEMPTS
+      // A refused destination is final: retrying would only repeat the refusal, and a name that
+      // resolves to an internal address is not something to keep knocking on.
+      const last = attempt >= MAX_ATTEMPTS || result.error === 'destination_not_allowed'
       const next =
-        succeeded || last ? null : { deliveryId, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
+        succeeded || last
+          ? null
+          : { deliveryId, tenantId: row.tenant_id, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
       const finishedAt = clock.now()
       await recordAttempt(
         sql,
@@ -140,22 +159,37 @@ export function createWebhookService(deps: {
     async overdue(graceMs) {
       const now = clock.now()
       const rows = await overdueDeliveries(sql, new Date(now.getTime() - graceMs), 100)
-      return rows.map((row) => ({ deliveryId: row.id, attempt: row.claimed_attempt + 1, delayMs: 0 }))
+      return rows.map((row) => ({
+        deliveryId: row.id,
+        tenantId: row.tenant_id,
+        attempt: row.claimed_attempt + 1,
+        delayMs: 0,
+      }))
     },
 
-    async secret(tenantId) {
-      const bytes = await secretBytes(sql, tenantId)
+    async secret(actor) {
+      const bytes = await secretBytes(sql, actor.tenantId)
       try {
+        // Recorded before the secret leaves: if the record cannot be written, it is not shown.
+        await deps.audit.record({ ...actor, ...secretResource(actor), action: 'webhooks.secret.reveal' })
         return bytes.toString('utf8')
       } finally {
         bytes.fill(0)
       }
     },
 
-    async rotateSecret(tenantId) {
+    async rotateSecret(actor) {
+      const { tenantId } = actor
       const secret = newSecret()
       const sealed = await tenantKeks.seal(tenantId, Buffer.from(secret), secretAad(tenantId))
-      await storeSecret(sql, tenantId, sealed, clock.now(), 'replace')
+      await sql.begin(async (tx) => {
+        await storeSecret(tx, tenantId, sealed, clock.now(), 'replace')
+        await deps.audit.recordInTransaction(tx, {
+          ...actor,
+          ...secretResource(actor),
+          action: 'webhooks.secret.rotate',
+        })
+      })
       return secret
     },
 

@@ -105,9 +105,9 @@ export async function overdueDeliveries(
   db: Queryable,
   before: Date,
   limit: number,
-): Promise<Pick<DeliveryRow, 'id' | 'claimed_attempt' | 'next_attempt_at'>[]> {
-  return db<Pick<DeliveryRow, 'id' | 'claimed_attempt' | 'next_attempt_at'>[]>`
-    SELECT id, claimed_attempt, next_attempt_at FROM webhook_deliveries
+): Promise<Pick<DeliveryRow, 'id' | 'tenant_id' | 'claimed_attempt' | 'next_attempt_at'>[]> {
+  return db<Pick<DeliveryRow, 'id' | 'tenant_id' | 'claimed_attempt' | 'next_attempt_at'>[]>`
+    SELECT id, tenant_id, claimed_attempt, next_attempt_at FROM webhook_deliveries
     WHERE status = 'pending' AND next_attempt_at <= ${before}
     ORDER BY next_attempt_at LIMIT ${limit}`
 }

@@ -7,6 +7,7 @@ import type { Scope } from '../../src/auth/scopes.ts'
 import { prepareDatabase } from '../../src/bootstrap.ts'
 import { type Config, loadConfig } from '../../src/config.ts'
 import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
+import type { Resolver } from '../../src/outbound/destination.ts'
 import type { Clock } from '../../src/platform/clock.ts'
 import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
@@ -112,7 +113,7 @@ export interface TestService {
 export async function startTestService(
   extraEnv: Record<string, string> = {},
   /** jobs: run the background jobs (BullMQ workers) in the service's process. */
-  options: { clock?: Clock; jobs?: boolean } = {},
+  options: { clock?: Clock; jobs?: boolean; resolve?: Resolver } = {},
 ): Promise<TestService> {
   const db = await createTestDatabase()
   const env = testEnv(db, extraEnv)
