@@ -410,7 +410,12 @@ describe('keys: every algorithm over HTTP', () => {
       }
 
       before(async () => {
-        const res = await call('POST', '/keys', { name, keyType: c.keyType, algorithm: c.algorithm })
+        const res = await call('POST', '/keys', {
+          name,
+          keyType: c.keyType,
+          algorithm: c.algorithm,
+          exportable: true,
+        })
         createStatus = res.status
         key = res.body
       })

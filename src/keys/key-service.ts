@@ -513,6 +513,27 @@ export function createKeyService(deps: {
     }
   }
 
+  async function importKey(actor: Actor, input: ImportInput, caller: KeyCaller): Promise<KeyView> {
+    const now = clock.now()
+    const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
+    requireFuture(input.expiresAt, 'body/expiresAt', now)
+    // Before the material is parsed: importing one's own key pair as the default is the attack.
+    const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
+    if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
+    let material: KeyMaterial
+    try {
+      material = await deps.pool.importKey({
+        algorithm: algorithm.name,
+        format: input.format,
+        material: input.material,
+        password: input.password,
+      })
+    } catch (error) {
+      throw keyMaterialRefused(error)
+    }
+    return persistNewKey(actor, input, algorithm, material, 'Imported', now)
+  }
+
   return {
     async create(actor, input, caller) {
       const now = clock.now()
@@ -524,24 +545,26 @@ export function createKeyService(deps: {
     },
 
     async import(actor, input, caller) {
-      const now = clock.now()
-      const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
-      requireFuture(input.expiresAt, 'body/expiresAt', now)
-      // Before the material is parsed: importing one's own key pair as the default is the attack.
-      const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
-      if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
-      let material: KeyMaterial
       try {
-        material = await deps.pool.importKey({
-          algorithm: algorithm.name,
-          format: input.format,
-          material: input.material,
-          password: input.password,
-        })
+        return await importKey(actor, input, caller)
       } catch (error) {
-        throw keyMaterialRefused(error)
+        // A refused import is recorded (who tried, what, why); never the material or password.
+        if (error instanceof AppError) {
+          await audit.record({
+            ...actor,
+            action: 'keys.import',
+            resource: null,
+            outcome: 'failure',
+            details: {
+              reason: error.code,
+              format: input.format,
+              keyType: input.keyType,
+              algorithm: input.algorithm ?? null,
+            },
+          })
+        }
+        throw error
       }
-      return persistNewKey(actor, input, algorithm, material, 'Imported', now)
     },
 
     async get(actor, id) {
