@@ -549,19 +549,22 @@ export function createKeyService(deps: {
         return await importKey(actor, input, caller)
       } catch (error) {
         // A refused import is recorded (who tried, what, why); never the material or password.
+        // A failure to write the record is logged by the audit log; the refusal stands.
         if (error instanceof AppError) {
-          await audit.record({
-            ...actor,
-            action: 'keys.import',
-            resource: null,
-            outcome: 'failure',
-            details: {
-              reason: error.code,
-              format: input.format,
-              keyType: input.keyType,
-              algorithm: input.algorithm ?? null,
-            },
-          })
+          await audit
+            .record({
+              ...actor,
+              action: 'keys.import',
+              resource: null,
+              outcome: 'failure',
+              details: {
+                reason: error.code,
+                format: input.format,
+                keyType: input.keyType,
+                algorithm: input.algorithm ?? null,
+              },
+            })
+            .catch(() => {})
         }
         throw error
       }
