@@ -162,7 +162,8 @@ describe('binary bodies on POST /encrypt and /decrypt', () => {
     tenant = await svc.createTenant()
     otherTenant = await svc.createTenant()
     const created = await Promise.all(
-      ALGORITHMS.map(({ algorithm }) => api.createKey('Encryption', algorithm, {}, tenant)),
+      // Exportable: the tests decrypt outside the service with the exported private key.
+      ALGORITHMS.map(({ algorithm }) => api.createKey('Encryption', algorithm, { exportable: true }, tenant)),
     )
     for (const [i, { algorithm }] of ALGORITHMS.entries()) keys.set(algorithm, created[i]!)
   })

@@ -213,7 +213,7 @@ describe('data keys, wrapping and MACs', () => {
     tenant = await svc.createTenant()
     otherTenant = await svc.createTenant()
     for (const { algorithm } of ENCRYPTION_ALGORITHMS)
-      keys.set(algorithm, await createKey('Encryption', algorithm))
+      keys.set(algorithm, await createKey('Encryption', algorithm, { exportable: true }))
   })
 
   after(async () => {
@@ -377,7 +377,7 @@ describe('data keys, wrapping and MACs', () => {
 
     for (const { algorithm, scheme, protectedBytes } of ENCRYPTION_ALGORITHMS) {
       test(`${algorithm}: encryptedDek opens outside the service with the exported private key`, async () => {
-        const key = await createKey('Encryption', algorithm)
+        const key = await createKey('Encryption', algorithm, { exportable: true })
         const privateKey = await holderKey(algorithm, key)
         const res = await ok('POST', '/generate-data-key', { keyId: key.id })
         const dek = unb64(res.body.plaintextDek)
@@ -807,7 +807,7 @@ describe('data keys, wrapping and MACs', () => {
 
     for (const { algorithm, hash, macBytes } of HMAC_ALGORITHMS) {
       test(`${algorithm}: the MAC equals an independent HMAC with the exported secret, and verifies`, async () => {
-        const key = await createKey('HMAC', algorithm)
+        const key = await createKey('HMAC', algorithm, { exportable: true })
         for (const data of [Buffer.alloc(0), randomBytes(1), randomBytes(1000)]) {
           const res = await mac(key.id, data)
           assert.equal(res.status, 200, res.text)
@@ -867,7 +867,7 @@ describe('data keys, wrapping and MACs', () => {
 
     test('after rotation a v1 MAC verifies with keyVersion 1, not with the current version', async () => {
       const { algorithm, hash } = HMAC_ALGORITHMS[1]
-      const key = await createKey('HMAC', algorithm)
+      const key = await createKey('HMAC', algorithm, { exportable: true })
       const data = Buffer.from('rotate me')
       const v1 = await mac(key.id, data)
       assert.equal(v1.status, 200, v1.text)

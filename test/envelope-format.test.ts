@@ -266,7 +266,7 @@ describe('envelope format v1: a decryptor written from docs/envelope-format.md a
 
   async function createKey(algorithm: string): Promise<{ id: string; name: string }> {
     const name = `envelope-${algorithm.toLowerCase()}-${randomBytes(3).toString('hex')}`
-    const res = await call('POST', '/keys', { name, keyType: 'Encryption', algorithm })
+    const res = await call('POST', '/keys', { name, keyType: 'Encryption', algorithm, exportable: true })
     assert.equal(res.status, 201, res.text)
     assert.equal(res.body.algorithm, algorithm)
     assert.equal(res.body.version, 1)

@@ -410,7 +410,12 @@ describe('keys: every algorithm over HTTP', () => {
       }
 
       before(async () => {
-        const res = await call('POST', '/keys', { name, keyType: c.keyType, algorithm: c.algorithm })
+        const res = await call('POST', '/keys', {
+          name,
+          keyType: c.keyType,
+          algorithm: c.algorithm,
+          exportable: true,
+        })
         createStatus = res.status
         key = res.body
       })
@@ -711,11 +716,15 @@ describe('keys: every algorithm over HTTP', () => {
         const records = res.body.data as { outcome: string; keyVersion: number | null; details: unknown }[]
         const succeeded = records.filter((r) => r.outcome === 'success')
         assert.equal(succeeded.length, count)
-        for (const record of succeeded) assert.equal(record.keyVersion, 1)
+        for (const record of succeeded) {
+          assert.equal(record.keyVersion, 1)
+          // Key material leaving the service is recorded at warning level (issue 15).
+          assert.equal((record.details as { level?: string }).level, 'warning')
+        }
         if (c.family !== 'hmac') {
           const failed = records.filter((r) => r.outcome === 'failure')
           assert.equal(failed.length, 1)
-          assert.deepEqual(failed[0]!.details, { reason: 'confirmation_mismatch' })
+          assert.deepEqual(failed[0]!.details, { level: 'warning', reason: 'confirmation_mismatch' })
         }
         assert.ok(secrets.length > 0)
         for (const secret of secrets) assert.ok(!res.text.includes(secret), 'audit holds no key material')

@@ -27,6 +27,7 @@ interface ImportBody {
   keyMaterial: string | Record<string, unknown>
   password?: string
   isDefault?: boolean
+  exportable?: boolean
 }
 
 /** A key pair made with the openssl CLI, in every encoding openssl writes. */
@@ -412,6 +413,7 @@ describe('key import (BYOK)', () => {
           const { publicKey: noblePublic, secretKey: nobleSecret } = set.lib.keygen(seed)
           const body: ImportBody = {
             name: uniqueName(`${set.algorithm}-${format}`),
+            exportable: true,
             keyType: set.keyType,
             algorithm: set.algorithm,
             format,
@@ -473,6 +475,7 @@ describe('key import (BYOK)', () => {
           const what = `${algorithm} ${format} ${secret.length} bytes`
           const body: ImportBody = {
             name: uniqueName(`${algorithm}-${format}`),
+            exportable: true,
             keyType: 'HMAC',
             algorithm,
             format,

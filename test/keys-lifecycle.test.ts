@@ -321,7 +321,8 @@ describe('key lifecycle', () => {
 
   test('Pending Deletion → Destroyed when the date passes: every version erased, metadata kept, all refused', async () => {
     const name = unique('doomed')
-    const key = await signingKey({ name, isDefault: true })
+    // Exportable, so the private export below is refused for the state, not for the flag.
+    const key = await signingKey({ name, isDefault: true, exportable: true })
     assert.equal(key.isDefault, true)
     clock.advance(HOUR_MS)
     assert.equal((await ok(rotate(key.id))).version, 2)

@@ -63,6 +63,7 @@ test('key material, passwords and exported private keys never reach the logs', a
   const pem = privateKey.export({ format: 'pem', type: 'pkcs8', cipher: 'aes-256-cbc', passphrase: password })
   const body = {
     name: 'logged-key',
+    exportable: true,
     keyType: 'Signing',
     algorithm: 'EC-P256',
     format: 'PEM',

@@ -95,6 +95,17 @@ const ROWS: ScopeRow[] = [
     'keys:read',
   ),
   {
+    // Private export has a scope of its own: keys:write does not grant it, nor does it grant
+    // anything else of keys (issue 15, defect 5).
+    scope: 'keys:export',
+    grants: [write('POST', `/keys/${ID}/export-private`, { confirm: 'a-key', format: 'PEM' })],
+    notGranted: [
+      { ...get(`/keys/${ID}`), required: 'keys:read' },
+      { ...write('POST', '/keys'), required: 'keys:write' },
+      { ...write('POST', `/keys/${ID}/rotate`), required: 'keys:write' },
+    ],
+  },
+  {
     ...writeRow('encryption', [
       ...['/encrypt', '/decrypt', ...ENCRYPTION_ONLY].map((p) => write('POST', p)),
       ...DATA_OPS.map((p) => write('POST', p)),
@@ -272,7 +283,9 @@ describe('scope policy over HTTP', () => {
           ? 'POST, PUT, PATCH or DELETE'
           : row.scope.endsWith(':write')
             ? 'GET'
-            : 'other encryption operations'
+            : row.scope === 'keys:export'
+              ? 'reading or changing keys'
+              : 'other encryption operations'
         test(`${row.scope} does not grant ${what}`, async () => {
           const { key } = await keyWith([row.scope])
           for (const probe of row.notGranted!) {

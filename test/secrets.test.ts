@@ -685,4 +685,29 @@ describe('deletion', () => {
     assert.equal((await call('DELETE', `/secrets/${crypto.randomUUID()}?permanent=true`)).status, 404)
     assert.equal((await call('DELETE', `/secrets/${crypto.randomUUID()}?permanent=yes`)).status, 400)
   })
+
+  test('the trash list never returns sealed content: deleted=true&include=all has no value, notes or sensitive values, and no value-read record', async () => {
+    const full = FULL()
+    const res = await call('POST', '/secrets', { ...full, labels: ['trash-leak'] })
+    assert.equal(res.status, 201, res.text)
+    const { id } = res.body
+    assert.equal((await call('DELETE', `/secrets/${id}`)).status, 200)
+    const readsBefore = (await valueReads(id)).length
+
+    for (const include of ['all', 'notes', 'customFields', 'notes,customFields']) {
+      const trash = await call('GET', `/secrets?label=trash-leak&deleted=true&include=${include}`)
+      assert.equal(trash.status, 200, trash.text)
+      assert.equal(trash.body.data.length, 1, include)
+      const [item] = trash.body.data
+      assert.equal(item.id, id)
+      assert.ok(item.deletedAt, 'still listed as deleted')
+      assert.equal(item.value, undefined, `${include}: no value`)
+      assert.equal(item.notes, undefined, `${include}: no notes`)
+      for (const field of item.customFields ?? []) {
+        if (field.sensitive) assert.equal(field.value, null, `${include}: sensitive ${field.name} hidden`)
+      }
+      assert.doesNotMatch(trash.text, /p@ss|rotate after|recovery-code|9876/, include)
+    }
+    assert.equal((await valueReads(id)).length, readsBefore, 'nothing revealed, nothing recorded as read')
+  })
 })

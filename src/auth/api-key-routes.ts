@@ -24,6 +24,12 @@ const ApiKeySchema = Type.Object(
     prefix: Type.String({ description: 'First characters of the key, to recognise it' }),
     createdAt: Timestamp('Creation time'),
     createdBy: Type.String({ description: 'Actor that created the key' }),
+    parentId: Type.Union(
+      [Uuid('The API key that created this one; revoking it revokes this one'), Type.Null()],
+      {
+        description: 'null for keys made by the CLI or at tenant creation',
+      },
+    ),
     expiresAt: Type.Union([Timestamp('Expiry'), Type.Null()]),
     revokedAt: Type.Union([Timestamp('Revocation time'), Type.Null()]),
   },
@@ -38,7 +44,11 @@ const CreateApiKeyBody = Type.Object(
       maxItems: 64,
       description: 'Scopes granted; a key can only grant scopes it holds itself',
     }),
-    expiresAt: Type.Optional(Timestamp('When the key stops working (optional)')),
+    expiresAt: Type.Optional(
+      Timestamp(
+        "When the key stops working; required, and no later than the creating key's expiry, when the creating key expires",
+      ),
+    ),
   },
   {
     $id: 'CreateApiKeyRequest',
@@ -78,6 +88,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
           name: request.body.name,
           scopes: request.body.scopes,
           expiresAt: request.body.expiresAt ? toDate(request.body.expiresAt, 'body/expiresAt') : null,
+          parent: principal,
         })
         return reply.code(201).send({ ...view, key })
       },
@@ -125,13 +136,22 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
       {
         schema: {
           tags: ['API keys'],
-          summary: 'Revoke an API key (irreversible; effective on every process within a second)',
+          summary:
+            'Revoke an API key and every key it created, transitively (irreversible; effective on every process within a second). The caller must hold every scope of the key.',
           operationId: 'revokeApiKey',
           params: IdParams,
-          response: { 200: ApiKeySchema, ...errorResponses(403, 404) },
+          response: {
+            200: Type.Object({
+              ...ApiKeySchema.properties,
+              revokedDescendants: Type.Array(Uuid('A key revoked with this one'), {
+                description: 'Keys this key created, directly or through others, revoked with it',
+              }),
+            }),
+            ...errorResponses(403, 404),
+          },
         },
       },
-      async (request) => service.revoke(actorOf(request), request.params.id),
+      async (request) => service.revoke(actorOf(request), request.params.id, principalOf(request)),
     )
   }
 }

@@ -11,6 +11,8 @@ export interface ApiKeyRow {
   created_by: string
   expires_at: Date | null
   revoked_at: Date | null
+  /** The API key that created this one; null for keys made by the CLI or at tenant creation. */
+  parent_id: string | null
 }
 
 export async function insertApiKey(
@@ -18,9 +20,9 @@ export async function insertApiKey(
   row: Omit<ApiKeyRow, 'created_at' | 'revoked_at'>,
 ): Promise<ApiKeyRow> {
   const [inserted] = await db<ApiKeyRow[]>`
-    INSERT INTO api_keys (id, tenant_id, lookup_id, secret_hash, name, scopes, created_by, expires_at)
+    INSERT INTO api_keys (id, tenant_id, lookup_id, secret_hash, name, scopes, created_by, expires_at, parent_id)
     VALUES (${row.id}, ${row.tenant_id}, ${row.lookup_id}, ${row.secret_hash}, ${row.name},
-            ${db.array(row.scopes)}, ${row.created_by}, ${row.expires_at})
+            ${db.array(row.scopes)}, ${row.created_by}, ${row.expires_at}, ${row.parent_id})
     RETURNING *`
   return inserted!
 }
@@ -33,6 +35,15 @@ export async function findApiKeyByLookupId(db: Queryable, lookupId: string): Pro
 export async function getApiKey(db: Queryable, tenantId: string, id: string): Promise<ApiKeyRow | undefined> {
   const [row] = await db<ApiKeyRow[]>`SELECT * FROM api_keys WHERE tenant_id = ${tenantId} AND id = ${id}`
   return row
+}
+
+/**
+ * Serialises the creation and revocation of one tenant's API keys for the rest of the
+ * transaction. A child created while its parent is being revoked would otherwise commit after
+ * the revocation's search for descendants and outlive its parent. Both are rare operations.
+ */
+export async function lockTenantApiKeys(db: Queryable, tenantId: string): Promise<void> {
+  await db`SELECT pg_advisory_xact_lock(hashtextextended(${`kms:api-keys:${tenantId}`}, 0))`
 }
 
 export interface ApiKeyPage {
@@ -67,4 +78,21 @@ export async function revokeApiKey(
   if (updated) return { row: updated, changed: true }
   const existing = await getApiKey(db, tenantId, id)
   return existing ? { row: existing, changed: false } : undefined
+}
+
+/**
+ * Revokes every key descending from `id` (its children, theirs, ...) not revoked yet, and
+ * returns them. Descendants already revoked are walked through, so a grandchild of a revoked
+ * child is still reached. Run under lockTenantApiKeys, so no new descendant can appear meanwhile.
+ */
+export async function revokeDescendants(db: Queryable, tenantId: string, id: string): Promise<ApiKeyRow[]> {
+  return db<ApiKeyRow[]>`
+    WITH RECURSIVE descendants AS (
+      SELECT id FROM api_keys WHERE tenant_id = ${tenantId} AND parent_id = ${id}
+      UNION
+      SELECT k.id FROM api_keys k JOIN descendants d ON k.parent_id = d.id WHERE k.tenant_id = ${tenantId}
+    )
+    UPDATE api_keys SET revoked_at = now()
+    WHERE tenant_id = ${tenantId} AND id IN (SELECT id FROM descendants) AND revoked_at IS NULL
+    RETURNING *`
 }

@@ -2,14 +2,15 @@ import { type Static, Type } from 'typebox'
 
 /**
  * Scopes of spec section 5, plus `encrypt:invoke` (DESIGN: a narrower scope for /encrypt and
- * /decrypt only) and `apikeys:read|write` (this service's own API-key management, see
- * docs/decisions.md).
+ * /decrypt only), `apikeys:read|write` (this service's own API-key management, see
+ * docs/decisions.md) and `keys:export` (private-key export, never implied by keys:write).
  */
 export const SCOPES = [
   'secrets:read',
   'secrets:write',
   'keys:read',
   'keys:write',
+  'keys:export',
   'encryption:write',
   'encrypt:invoke',
   'ssh:read',
@@ -48,6 +49,8 @@ interface Rule {
   resource?: string
   /** For resources that have a single scope, whatever the method. */
   only?: Scope
+  /** Exactly this scope, whatever the method (a scope that is neither a :read nor a :write). */
+  exactly?: Scope
   /** Scopes that also satisfy the rule. */
   also?: readonly Scope[]
   kind?: 'public' | 'authenticated'
@@ -64,6 +67,8 @@ const RULES: readonly Rule[] = [
   { pattern: /^\/(encrypt|decrypt)$/, only: 'encryption:write', also: ['encrypt:invoke'] },
   { pattern: /^\/(encrypt|decrypt)\/batch$/, only: 'encryption:write' },
   { pattern: /^\/(sign|verify|generate-data-key)$/, only: 'encryption:write' },
+  // Private key material leaves the service: its own scope, which keys:write does not imply.
+  { pattern: /^\/keys\/[^/]+\/export-private$/, exactly: 'keys:export' },
   { pattern: /^\/keys(\/|$)/, resource: 'keys' },
   // Rotation webhooks belong to keys: reading deliveries is keys:read, the secret keys:write.
   { pattern: /^\/webhooks(\/|$)/, resource: 'keys' },
@@ -93,6 +98,7 @@ export function requirementFor(method: string, path: string): Requirement {
   const rule = ruleFor(path)
   if (!rule) return { kind: 'authenticated' }
   if (rule.kind) return { kind: rule.kind }
+  if (rule.exactly) return { kind: 'scoped', anyOf: [rule.exactly] }
   const access = READ_METHODS.has(method) ? 'read' : 'write'
   if (rule.only) {
     const [resource, only] = rule.only.split(':') as [string, string]

@@ -128,19 +128,38 @@ export function createCryptoService(deps: {
     })
   }
 
+  /**
+   * The encryption key an operation uses, named in `target` as soon as it is known: a request
+   * without keyId goes to the tenant default, and a refusal (a revoked or expired default) is
+   * recorded against the key it resolved to, not against nothing.
+   */
+  async function resolveSealingKey(
+    actor: Actor,
+    keyId: string | undefined,
+    operation: string,
+    target: AuditTarget,
+  ): Promise<UsableKey> {
+    const id = keyId ?? (await keys.findRow(actor.tenantId, undefined, 'Encryption')).id
+    target.keyId = id
+    const key = await keys.resolve(actor.tenantId, {
+      keyId: id,
+      keyType: 'Encryption',
+      states: ENCRYPT_STATES,
+      operation,
+    })
+    target.keyVersion = key.version
+    return key
+  }
+
   function sealWith(
     actor: Actor,
     purpose: EnvelopePurpose,
     input: { keyId?: string | undefined; plaintext: Buffer; context: Buffer },
   ): Promise<EncryptResult> {
     const action = ACTIONS[purpose].seal
-    return auditedOperation(audit, actor, { action, keyId: input.keyId ?? null }, async () => {
-      const key = await keys.resolve(actor.tenantId, {
-        keyId: input.keyId,
-        keyType: 'Encryption',
-        states: ENCRYPT_STATES,
-        operation: purpose,
-      })
+    const target: AuditTarget = { action, keyId: input.keyId ?? null, keyVersion: null }
+    return auditedOperation(audit, actor, target, async () => {
+      const key = await resolveSealingKey(actor, input.keyId, purpose, target)
       const sealed = seal(purpose, key, input.plaintext, input.context)
       return {
         result: { ...sealed, keyId: key.row.id, keyVersion: key.version },
@@ -205,13 +224,9 @@ export function createCryptoService(deps: {
 
     generateDataKey(actor, input) {
       const action = 'crypto.generate_data_key'
-      return auditedOperation(audit, actor, { action, keyId: input.keyId ?? null }, async () => {
-        const key = await keys.resolve(actor.tenantId, {
-          keyId: input.keyId,
-          keyType: 'Encryption',
-          states: ENCRYPT_STATES,
-          operation: 'generate data keys',
-        })
+      const target: AuditTarget = { action, keyId: input.keyId ?? null, keyVersion: null }
+      return auditedOperation(audit, actor, target, async () => {
+        const key = await resolveSealingKey(actor, input.keyId, 'generate data keys', target)
         const dek = deps.random.bytes(input.keyBytes)
         try {
           const encryptedDek = seal('wrap', key, dek, input.context)

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
-import { actorOf } from '../auth/request-context.ts'
+import { actorOf, principalOf } from '../auth/request-context.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, toDate } from '../platform/http-schemas.ts'
 import { parseInclude } from '../platform/include.ts'
@@ -106,10 +106,14 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { expiresAt, ...rest } = request.body
-        const key = await keys.create(actorOf(request), {
-          ...rest,
-          ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
-        })
+        const key = await keys.create(
+          actorOf(request),
+          {
+            ...rest,
+            ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
+          },
+          principalOf(request),
+        )
         return reply.code(201).send(key)
       },
     )
@@ -127,11 +131,15 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request, reply) => {
         const { expiresAt, keyMaterial, ...rest } = request.body
-        const key = await keys.import(actorOf(request), {
-          ...rest,
-          material: keyMaterial,
-          ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
-        })
+        const key = await keys.import(
+          actorOf(request),
+          {
+            ...rest,
+            material: keyMaterial,
+            ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
+          },
+          principalOf(request),
+        )
         return reply.code(201).send(key)
       },
     )
@@ -210,12 +218,17 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       },
       async (request) => {
         const { expiresAt, ...rest } = request.body
-        return keys.update(actorOf(request), request.params.keyId, {
-          ...rest,
-          ...(expiresAt !== undefined
-            ? { expiresAt: expiresAt === null ? null : toDate(expiresAt, 'body/expiresAt') }
-            : {}),
-        })
+        return keys.update(
+          actorOf(request),
+          request.params.keyId,
+          {
+            ...rest,
+            ...(expiresAt !== undefined
+              ? { expiresAt: expiresAt === null ? null : toDate(expiresAt, 'body/expiresAt') }
+              : {}),
+          },
+          principalOf(request),
+        )
       },
     )
 
@@ -349,7 +362,8 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       {
         schema: {
           tags: TAGS,
-          summary: "Export the private key; confirm must repeat the key's name. Audited.",
+          summary:
+            "Export the private key: needs keys:export and a key created or imported with exportable: true; confirm repeats the key's name. Audited at warning level.",
           operationId: 'exportPrivateKey',
           params: KeyIdParams,
           body: ExportPrivateBody,

@@ -29,6 +29,9 @@ export const KeySchema = Type.Object(
     state: KeyStateSchema,
     version: Type.Integer({ description: 'Current version; each rotation adds one' }),
     origin: Type.Enum(['Generated', 'Imported'] as const),
+    exportable: Type.Boolean({
+      description: 'Whether the private key may be exported (keys:export); fixed at creation or import',
+    }),
     createdAt: Timestamp('Creation time'),
     updatedAt: Timestamp('Last change of the record'),
     expiresAt: Type.Union([Timestamp('Expiry; null means none'), Type.Null()]),
@@ -49,7 +52,17 @@ const keyAttributes = {
   description: Type.Optional(Description),
   labels: Type.Optional(Labels),
   expiresAt: Type.Optional(Timestamp('Expiry (optional; absent means none)')),
-  isDefault: Type.Optional(Type.Boolean({ description: 'Make this the default key of its type' })),
+  isDefault: Type.Optional(
+    Type.Boolean({
+      description: 'Make this the default key of its type (needs encryption:write besides keys:write)',
+    }),
+  ),
+  exportable: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description: 'Allow private-key export (keys:export); cannot be changed later',
+    }),
+  ),
 }
 
 export const CreateKeyBody = Type.Object(keyAttributes, {
@@ -100,9 +113,12 @@ export const UpdateKeyBody = Type.Object(
     expiresAt: Type.Optional(
       Type.Union([Timestamp('New expiry'), Type.Null()], { description: 'null clears it' }),
     ),
-    isDefault: Type.Optional(Type.Boolean()),
+    isDefault: Type.Optional(
+      Type.Boolean({ description: 'Changing the default needs encryption:write besides keys:write' }),
+    ),
     isFavorite: Type.Optional(Type.Boolean()),
   },
+  // exportable is not here: it is fixed when the key is created or imported.
   {
     $id: 'UpdateKeyRequest',
     additionalProperties: false,

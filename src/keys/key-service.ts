@@ -33,6 +33,7 @@ import {
   countActiveExpiringBy,
   countKeys,
   destroyDueKeys,
+  getDefaultKey,
   getKey,
   getKeyVersion,
   insertKey,
@@ -66,6 +67,8 @@ export interface KeyView {
   state: KeyState
   version: number
   origin: 'Generated' | 'Imported'
+  /** Whether the private key may be exported (keys:export); fixed at creation or import. */
+  exportable: boolean
   createdAt: string
   updatedAt: string
   expiresAt: string | null
@@ -91,6 +94,7 @@ export function toKeyView(row: KeyRow, now: Date): KeyView {
     state,
     version: row.current_version,
     origin: row.origin,
+    exportable: row.exportable,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     expiresAt: row.expires_at?.toISOString() ?? null,
@@ -108,6 +112,26 @@ export interface KeyAttributes {
   labels?: string[] | undefined
   expiresAt?: Date | undefined
   isDefault?: boolean | undefined
+  /** Allows private-key export; default false; cannot be changed afterwards. */
+  exportable?: boolean | undefined
+}
+
+/**
+ * What the service needs to know of the caller for decisions beyond the route's scope: the
+ * caller's scopes (making a key the tenant default needs its type's use scope as well).
+ */
+export interface KeyCaller {
+  scopes: ReadonlySet<string>
+}
+
+/**
+ * Changing which key callers that omit keyId use is a data-access decision: it needs keys:write
+ * and the scope that uses keys of the type (every key type is used under encryption:write).
+ */
+export const DEFAULT_KEY_SCOPES: Record<KeyType, readonly string[]> = {
+  Encryption: ['keys:write', 'encryption:write'],
+  Signing: ['keys:write', 'encryption:write'],
+  HMAC: ['keys:write', 'encryption:write'],
 }
 
 export interface ImportInput extends KeyAttributes {
@@ -163,11 +187,11 @@ export const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
 
 export interface KeyService {
-  create(actor: Actor, input: KeyAttributes): Promise<KeyView>
-  import(actor: Actor, input: ImportInput): Promise<KeyView>
+  create(actor: Actor, input: KeyAttributes, caller: KeyCaller): Promise<KeyView>
+  import(actor: Actor, input: ImportInput, caller: KeyCaller): Promise<KeyView>
   get(actor: Actor, id: string): Promise<KeyView>
   list(actor: Actor, request: KeyListRequest): Promise<KeyListResult>
-  update(actor: Actor, id: string, patch: KeyPatch): Promise<KeyView>
+  update(actor: Actor, id: string, patch: KeyPatch, caller: KeyCaller): Promise<KeyView>
   rotate(actor: Actor, id: string): Promise<KeyView>
   revoke(actor: Actor, id: string): Promise<KeyView>
   scheduleDeletion(actor: Actor, id: string, windowDays: number): Promise<KeyView>
@@ -260,6 +284,54 @@ export function createKeyService(deps: {
     return error
   }
 
+  /** The use scopes a caller lacks to change the tenant's default key of a type (none: allowed). */
+  function missingDefaultScopes(caller: KeyCaller, keyType: string): string[] {
+    return (DEFAULT_KEY_SCOPES[keyType as KeyType] ?? []).filter((scope) => !caller.scopes.has(scope))
+  }
+
+  /** 403 for a default change the caller may not make, recorded (outcome denied) before it is thrown. */
+  async function refuseDefaultChange(actor: Actor, resource: string | null, missing: string[]) {
+    await audit
+      .record({
+        ...actor,
+        action: 'keys.default_change',
+        resource,
+        outcome: 'denied',
+        details: { requiredScope: missing.join(' ') },
+      })
+      .catch(() => {})
+    return new AppError(
+      403,
+      'insufficient_scope',
+      `Changing the tenant's default key needs the scopes ${missing.join(', ')} besides keys:write`,
+      { requiredScope: missing[0] ?? null, missingScopes: missing },
+    )
+  }
+
+  /**
+   * Makes `keyId` the default of its type (or, with isDefault false, leaves the type without
+   * one) and records the change apart from the create/update record: callers that omit keyId
+   * encrypt to this key from now on. The caller holds the default-slot lock.
+   */
+  async function changeDefault(
+    tx: Queryable,
+    actor: Actor,
+    keyType: string,
+    keyId: string,
+    isDefault: boolean,
+    now: Date,
+  ): Promise<void> {
+    const previous = await getDefaultKey(tx, actor.tenantId, keyType)
+    if (isDefault) await clearDefault(tx, actor.tenantId, keyType, now)
+    await audit.recordInTransaction(tx, {
+      ...actor,
+      action: 'keys.default_change',
+      resource: `key:${keyId}`,
+      outcome: 'success',
+      details: { keyType, isDefault, previousDefault: previous?.id ?? null },
+    })
+  }
+
   /** A key with its state now; a key found past its deletion date is destroyed first. */
   async function load(actor: Actor, id: string): Promise<LoadedKey> {
     const now = clock.now()
@@ -318,7 +390,7 @@ export function createKeyService(deps: {
       const row = await sql.begin(async (tx) => {
         if (input.isDefault) {
           await lockDefaultSlot(tx, actor.tenantId, input.keyType)
-          await clearDefault(tx, actor.tenantId, input.keyType, now)
+          await changeDefault(tx, actor, input.keyType, id, true, now)
         }
         const inserted = await insertKey(tx, {
           id,
@@ -330,6 +402,7 @@ export function createKeyService(deps: {
           origin,
           is_default: input.isDefault ?? false,
           is_favorite: false,
+          exportable: input.exportable ?? false,
           labels: normaliseLabels(input.labels),
           current_version: 1,
           created_at: now,
@@ -353,7 +426,12 @@ export function createKeyService(deps: {
           resource: `key:${id}`,
           keyVersion: 1,
           outcome: 'success',
-          details: { algorithm: algorithm.name, keyType: input.keyType, isDefault: input.isDefault ?? false },
+          details: {
+            algorithm: algorithm.name,
+            keyType: input.keyType,
+            isDefault: input.isDefault ?? false,
+            exportable: input.exportable ?? false,
+          },
         })
         return inserted
       })
@@ -435,30 +513,61 @@ export function createKeyService(deps: {
     }
   }
 
+  async function importKey(actor: Actor, input: ImportInput, caller: KeyCaller): Promise<KeyView> {
+    const now = clock.now()
+    const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
+    requireFuture(input.expiresAt, 'body/expiresAt', now)
+    // Before the material is parsed: importing one's own key pair as the default is the attack.
+    const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
+    if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
+    let material: KeyMaterial
+    try {
+      material = await deps.pool.importKey({
+        algorithm: algorithm.name,
+        format: input.format,
+        material: input.material,
+        password: input.password,
+      })
+    } catch (error) {
+      throw keyMaterialRefused(error)
+    }
+    return persistNewKey(actor, input, algorithm, material, 'Imported', now)
+  }
+
   return {
-    async create(actor, input) {
+    async create(actor, input, caller) {
       const now = clock.now()
       const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
       requireFuture(input.expiresAt, 'body/expiresAt', now)
+      const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
+      if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
       return persistNewKey(actor, input, algorithm, await generate(algorithm), 'Generated', now)
     },
 
-    async import(actor, input) {
-      const now = clock.now()
-      const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
-      requireFuture(input.expiresAt, 'body/expiresAt', now)
-      let material: KeyMaterial
+    async import(actor, input, caller) {
       try {
-        material = await deps.pool.importKey({
-          algorithm: algorithm.name,
-          format: input.format,
-          material: input.material,
-          password: input.password,
-        })
+        return await importKey(actor, input, caller)
       } catch (error) {
-        throw keyMaterialRefused(error)
+        // A refused import is recorded (who tried, what, why); never the material or password.
+        // A failure to write the record is logged by the audit log; the refusal stands.
+        if (error instanceof AppError) {
+          await audit
+            .record({
+              ...actor,
+              action: 'keys.import',
+              resource: null,
+              outcome: 'failure',
+              details: {
+                reason: error.code,
+                format: input.format,
+                keyType: input.keyType,
+                algorithm: input.algorithm ?? null,
+              },
+            })
+            .catch(() => {})
+        }
+        throw error
       }
-      return persistNewKey(actor, input, algorithm, material, 'Imported', now)
     },
 
     async get(actor, id) {
@@ -503,43 +612,68 @@ export function createKeyService(deps: {
       }
     },
 
-    async update(actor, id, patch) {
+    async update(actor, id, patch, caller) {
       const fields = Object.entries(patch)
         .filter(([, value]) => value !== undefined)
         .map(([field]) => field)
-      return transition(
-        actor,
-        await load(actor, id),
-        'keys.update',
-        async (locked, state, tx, now) => {
-          requireState(state, ['Active', 'Expired', 'Revoked', 'Pending Deletion'], 'change its attributes')
-          if (patch.expiresAt !== undefined) {
-            // Expired is terminal (DESIGN): a new expiry cannot bring a key back.
-            requireState(state, ['Active'], 'change its expiration')
-            requireFuture(patch.expiresAt, 'body/expiresAt', now)
-          }
-          if (patch.isDefault === true) {
-            requireState(state, ['Active'], 'become the default key')
-            if (!locked.is_default) await clearDefault(tx, actor.tenantId, locked.key_type, now)
-          }
-          const changes: KeyChanges = { updated_at: now }
-          if (patch.name !== undefined) changes.name = patch.name
-          if (patch.description !== undefined) changes.description = patch.description
-          if (patch.labels !== undefined) changes.labels = normaliseLabels(patch.labels)
-          if (patch.expiresAt !== undefined) {
-            changes.expires_at = patch.expiresAt
-            // A new expiry is a new transition for the lifecycle job to act on.
-            changes.expired_at = null
-          }
-          if (patch.isDefault !== undefined) changes.is_default = patch.isDefault
-          if (patch.isFavorite !== undefined) changes.is_favorite = patch.isFavorite
-          return changes
-        },
-        {
-          lockDefaultSlot: patch.isDefault !== undefined,
-          details: { fields: fields.join(',') },
-        },
-      )
+      const loaded = await load(actor, id)
+      // Decided on the locked row (the default may have moved since the key was read); a
+      // refusal is recorded once the transaction has rolled back.
+      const refusal: { missing: string[] | null } = { missing: null }
+      try {
+        return await transition(
+          actor,
+          loaded,
+          'keys.update',
+          async (locked, state, tx, now) => {
+            if (patch.isDefault !== undefined && patch.isDefault !== locked.is_default) {
+              const missing = missingDefaultScopes(caller, locked.key_type)
+              if (missing.length > 0) {
+                refusal.missing = missing
+                throw new AppError(403, 'insufficient_scope', 'refused default change')
+              }
+            }
+            return updateChanges(locked, state, tx, now)
+          },
+          {
+            lockDefaultSlot: patch.isDefault !== undefined,
+            details: { fields: fields.join(',') },
+          },
+        )
+      } catch (error) {
+        if (refusal.missing) throw await refuseDefaultChange(actor, `key:${id}`, refusal.missing)
+        throw error
+      }
+
+      async function updateChanges(
+        locked: KeyRow,
+        state: KeyState,
+        tx: Queryable,
+        now: Date,
+      ): Promise<KeyChanges> {
+        requireState(state, ['Active', 'Expired', 'Revoked', 'Pending Deletion'], 'change its attributes')
+        if (patch.expiresAt !== undefined) {
+          // Expired is terminal (DESIGN): a new expiry cannot bring a key back.
+          requireState(state, ['Active'], 'change its expiration')
+          requireFuture(patch.expiresAt, 'body/expiresAt', now)
+        }
+        if (patch.isDefault === true) requireState(state, ['Active'], 'become the default key')
+        if (patch.isDefault !== undefined && patch.isDefault !== locked.is_default) {
+          await changeDefault(tx, actor, locked.key_type, locked.id, patch.isDefault, now)
+        }
+        const changes: KeyChanges = { updated_at: now }
+        if (patch.name !== undefined) changes.name = patch.name
+        if (patch.description !== undefined) changes.description = patch.description
+        if (patch.labels !== undefined) changes.labels = normaliseLabels(patch.labels)
+        if (patch.expiresAt !== undefined) {
+          changes.expires_at = patch.expiresAt
+          // A new expiry is a new transition for the lifecycle job to act on.
+          changes.expired_at = null
+        }
+        if (patch.isDefault !== undefined) changes.is_default = patch.isDefault
+        if (patch.isFavorite !== undefined) changes.is_favorite = patch.isFavorite
+        return changes
+      }
     },
 
     async rotate(actor, id) {
@@ -617,15 +751,27 @@ export function createKeyService(deps: {
 
     async exportPrivate(actor, id, request) {
       const { row, state, now } = await load(actor, id)
+      // Every attempt is recorded at warning level: key material leaving the service, or an
+      // attempt at it, is what an auditor looks for first.
       const refuse = async (error: AppError) => {
         await audit.record({
           ...actor,
           action: 'keys.export_private',
           resource: `key:${id}`,
           outcome: 'failure',
-          details: { reason: error.code },
+          details: { level: 'warning', reason: error.code },
         })
         return error
+      }
+      // First: a key not created exportable never leaves, whatever else the request says.
+      if (!row.exportable) {
+        throw await refuse(
+          new AppError(
+            409,
+            'key_not_exportable',
+            'The key was not created or imported with exportable: true; its private key cannot be exported',
+          ),
+        )
       }
       if (request.confirm !== row.name) {
         throw await refuse(
@@ -659,7 +805,7 @@ export function createKeyService(deps: {
         resource: `key:${id}`,
         keyVersion: version,
         outcome: 'success',
-        details: { format: request.format, encrypted: exported.encrypted },
+        details: { level: 'warning', format: request.format, encrypted: exported.encrypted },
       })
       return { key: toKeyView(row, now), version, exported }
     },

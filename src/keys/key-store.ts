@@ -28,6 +28,8 @@ export interface KeyRow {
   next_rotation_at: Date | null
   /** When the lifecycle job acted on the key's expiry (the state derives from expires_at). */
   expired_at: Date | null
+  /** Private-key export allowed; fixed when the key is created or imported. */
+  exportable: boolean
 }
 
 export interface KeyVersionRow {

@@ -214,9 +214,11 @@ export function createSecretService(deps: {
     const { fields } = selection
     const view: SecretView = { id: row.id, name: row.name, version: row.current_version }
     const revealed: string[] = []
-    // An inactive secret reveals nothing sealed: a list leaves its content out.
-    const reveal = selection.all && row.is_active
-    const showNotes = fields.has('notes') && row.is_active
+    // An inactive or deleted secret reveals nothing sealed: a list leaves its content out (the
+    // single-secret routes refuse them, and the trash list must not be a way around that).
+    const readable = row.is_active && row.deleted_at === null
+    const reveal = selection.all && readable
+    const showNotes = fields.has('notes') && readable
     const needsKey = (showNotes && row.sealed_notes) || reveal
     const key = needsKey ? await sealing.open(row.tenant_id, row.id, row.sealed_dek, db) : null
     if (reveal && key) {
@@ -369,7 +371,7 @@ export function createSecretService(deps: {
       const sealedValues = selection.all
         ? await currentValues(
             sql,
-            rows.filter((row) => row.is_active),
+            rows.filter((row) => row.is_active && row.deleted_at === null),
           )
         : undefined
       const projected = await Promise.all(rows.map((row) => project(row, selection, sql, sealedValues)))
