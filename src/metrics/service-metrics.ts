@@ -67,14 +67,20 @@ export interface ServiceMetrics {
 export function createServiceMetrics(options: { kind: string; pid?: number }): ServiceMetrics {
   const registry = new Registry()
   const processLabels = { pid: String(options.pid ?? process.pid), process_kind: options.kind }
-  // Memory, CPU, handles, GC and Node's own event-loop lag, per process (pid and kind labels).
+  // Memory, CPU, handles, GC per process (pid and kind labels).
   collectDefaultMetrics({ register: registry, labels: processLabels })
   // Gauges named like counters (`promtool check metrics` refuses them); the same counts are
   // in nodejs_active_handles, nodejs_active_requests and nodejs_active_resources by type.
+  // Node's own event-loop lag gauges are reset at each scrape and read NaN ("Nan" in prom-client's
+  // text) when a scrape follows another with no sample between; kms_eventloop_delay_seconds
+  // below is the event-loop series.
   for (const name of [
     'nodejs_active_handles_total',
     'nodejs_active_requests_total',
     'nodejs_active_resources_total',
+    ...['', '_min', '_max', '_mean', '_stddev', '_p50', '_p90', '_p99'].map(
+      (s) => `nodejs_eventloop_lag${s}_seconds`,
+    ),
   ])
     registry.removeSingleMetric(name)
 
