@@ -33,36 +33,56 @@ interface RawAnswer {
  * Sends the head and all `bodyBytes` bytes without waiting for an answer, and reads only once
  * everything is sent (as a client busy sending does), then until the server closes.
  */
-function rawPost(path: string, bodyBytes: number, options: { chunked?: boolean } = {}): Promise<RawAnswer> {
+function rawPost(
+  path: string,
+  bodyBytes: number,
+  options: { chunked?: boolean; key?: string } = {},
+): Promise<RawAnswer> {
   const url = new URL(svc.baseUrl)
   return new Promise((resolve) => {
     const socket = connect({ host: url.hostname, port: Number(url.port) })
     const received: Buffer[] = []
     let error: string | undefined
-    socket.on('data', (chunk) => received.push(chunk))
-    socket.on('error', (e) => {
-      error = (e as NodeJS.ErrnoException).code ?? e.message
-    })
-    socket.on('close', () => {
+    let done = false
+    const parse = (): RawAnswer | undefined => {
       const text = Buffer.concat(received).toString('latin1')
       const split = text.indexOf('\r\n\r\n')
-      const head = split >= 0 ? text.slice(0, split) : text
-      const [statusLine, ...lines] = head.split('\r\n')
+      if (split < 0) return undefined
+      const [statusLine, ...lines] = text.slice(0, split).split('\r\n')
       const headers: Record<string, string> = {}
       for (const line of lines) {
         const colon = line.indexOf(':')
         if (colon > 0) headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim()
       }
-      let body = split >= 0 ? text.slice(split + 4) : ''
+      let body = text.slice(split + 4)
       if (headers['transfer-encoding'] === 'chunked') body = dechunk(body)
+      else if (body.length < Number(headers['content-length'] ?? 0)) return undefined
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine ?? '')?.[1] ?? 0)
-      resolve({ status, headers, body, ...(error ? { error } : {}) })
+      return { status, headers, body, ...(error ? { error } : {}) }
+    }
+    const finish = (answer: RawAnswer) => {
+      if (done) return
+      done = true
+      socket.destroy()
+      resolve(answer)
+    }
+    // A keep-alive answer leaves the connection open: a complete answer ends the wait.
+    socket.on('data', (chunk) => {
+      received.push(chunk)
+      const answer = parse()
+      if (answer) finish(answer)
     })
+    socket.on('error', (e) => {
+      error = (e as NodeJS.ErrnoException).code ?? e.message
+    })
+    socket.on('close', () =>
+      finish(parse() ?? { status: 0, headers: {}, body: '', ...(error ? { error } : {}) }),
+    )
     socket.pause()
     socket.on('connect', () => {
       const framing = options.chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${bodyBytes}`
       socket.write(
-        `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nX-Api-Key: ${tenant.key}\r\n` +
+        `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nX-Api-Key: ${options.key ?? tenant.key}\r\n` +
           `Content-Type: application/json\r\n${framing}\r\n\r\n`,
       )
       const piece = Buffer.alloc(64 * 1024, 0x20)
@@ -126,6 +146,14 @@ describe('a body over the limit without Expect: 100-continue', () => {
     const limit = svc.config.bodyLimitBytes
     for (let attempt = 1; attempt <= 10; attempt++) {
       assertComplete413(await rawPost('/api/v1/keys', 8 * 1024 * 1024, { chunked: true }), limit, attempt)
+    }
+  })
+
+  test('a large body without a valid key gets its complete 401 (10 tries)', async () => {
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      const answer = await rawPost('/api/v1/keys', 8 * 1024 * 1024, { key: 'kms_wrong' })
+      assert.equal(answer.status, 401, `attempt ${attempt}: status (${answer.error ?? 'no socket error'})`)
+      assert.equal((JSON.parse(answer.body) as { error: string }).error, 'unauthorized')
     }
   })
 
