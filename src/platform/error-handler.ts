@@ -135,9 +135,15 @@ function describeUnion(union: ValidationIssue, issues: ValidationIssue[]): strin
       reason.instancePath !== union.instancePath
         ? reason.instancePath?.slice(union.instancePath?.length ?? 0)
         : ''
-    if (reason.keyword === 'format' && isUuidSchema(reason.parentSchema))
-      return `${deeper ? `${deeper} ` : ''}must be a UUID`
-    return `${deeper ? `${deeper} ` : ''}${reason.message ?? 'is invalid'}`
+    const at = deeper ? `${deeper} ` : ''
+    if ((reason.keyword === 'format' || reason.keyword === 'pattern') && isUuidSchema(reason.parentSchema))
+      return `${at}must be a UUID`
+    const allowed = reason.keyword === 'enum' ? enumeration(reason.parentSchema) : undefined
+    if (allowed) {
+      const others = branches.filter((i) => i.keyword === 'type').map((i) => String(i.params?.['type']))
+      return `${at}must be one of: ${listValues(allowed)}${others.length > 0 ? ` (or ${others.join(' or ')})` : ''}`
+    }
+    return `${at}${reason.message ?? 'is invalid'}`
   }
   const types = branches.map((i) => String(i.params?.['type'])).filter((t) => t !== 'undefined')
   return types.length > 0 ? `must be ${[...new Set(types)].join(' or ')}` : (union.message ?? 'is invalid')
