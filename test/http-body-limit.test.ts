@@ -36,7 +36,7 @@ interface RawAnswer {
 function rawPost(
   path: string,
   bodyBytes: number,
-  options: { chunked?: boolean; key?: string } = {},
+  options: { chunked?: boolean; key?: string; declared?: number } = {},
 ): Promise<RawAnswer> {
   const url = new URL(svc.baseUrl)
   return new Promise((resolve) => {
@@ -80,7 +80,9 @@ function rawPost(
     )
     socket.pause()
     socket.on('connect', () => {
-      const framing = options.chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${bodyBytes}`
+      const framing = options.chunked
+        ? 'Transfer-Encoding: chunked'
+        : `Content-Length: ${options.declared ?? bodyBytes}`
       socket.write(
         `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nX-Api-Key: ${options.key ?? tenant.key}\r\n` +
           `Content-Type: application/json\r\n${framing}\r\n\r\n`,
@@ -147,6 +149,11 @@ describe('a body over the limit without Expect: 100-continue', () => {
     for (let attempt = 1; attempt <= 10; attempt++) {
       assertComplete413(await rawPost('/api/v1/keys', 8 * 1024 * 1024, { chunked: true }), limit, attempt)
     }
+  })
+
+  test('a client that declares 1 GiB and waits before sending gets its 413 without sending it', async () => {
+    const answer = await rawPost('/api/v1/keys', 0, { declared: 1024 * 1024 * 1024 })
+    assertComplete413(answer, svc.config.bodyLimitBytes, 1)
   })
 
   test('a large body without a valid key gets its complete 401 (10 tries)', async () => {

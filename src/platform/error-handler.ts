@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
-import { drainRequest } from './drain-request.ts'
+import { drainInBackground } from './drain-request.ts'
 import { AppError } from './errors.ts'
 
 /** Fastify's own client errors, as this API's codes. Messages are fixed: they never echo input. */
@@ -167,16 +167,16 @@ export function installErrorHandlers(app: FastifyInstance): void {
       })
     }
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      // The rest of the body may still be on its way: Fastify closes the connection after this
-      // answer, and the close must not reset it before the client reads it (drain-request.ts).
+      // The rest of the body may still be on its way: closing now would reset the connection
+      // and lose this answer, so the body is drained after it instead (drain-request.ts).
+      reply.removeHeader('connection')
+      drainInBackground(request.raw)
       const limit = request.routeOptions.bodyLimit
-      return drainRequest(request.raw).then(() =>
-        reply.code(413).send({
-          error: 'payload_too_large',
-          message: `The request body exceeds the limit of ${limit} bytes`,
-          limitBytes: limit,
-        }),
-      )
+      return reply.code(413).send({
+        error: 'payload_too_large',
+        message: `The request body exceeds the limit of ${limit} bytes`,
+        limitBytes: limit,
+      })
     }
     const known = error.code ? FASTIFY_CLIENT_ERRORS[error.code] : undefined
     if (known) return reply.code(known.status).send({ error: known.code, message: known.message })
