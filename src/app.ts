@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from 'fastify'
 import { auditRoutes } from './audit/audit-routes.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
@@ -66,7 +71,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     requestIdHeader: false,
     // One access-log line per request (the onResponse hook below) instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
+    // `format: 'unsafe'` on response strings is a hint to fast-json-stringify (crypto-schemas.ts
+    // Base64Output); its own ajv, used for unions, must know the format or it logs a line per use.
+    serializerOpts: { ajv: { formats: { unsafe: true } } },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Long path parameters reach schema validation (400 after authentication) instead of
@@ -77,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const raw = reply as unknown as FastifyReply
       raw
         .code(400)
+        .headers(securityHeaders(request.url))
         .header('x-request-id', request.id)
         .send({ error: 'bad_request', message: 'The URL is malformed' })
     },
@@ -91,6 +100,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Callback hooks: an async hook costs a promise per request on the hottest path.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    reply.headers(securityHeaders(request.url))
     done()
   })
   // Every cryptographic operation and change already has its audit record; the access log line
@@ -158,3 +168,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   )
   return app
 }
+
+/**
+ * Every answer: no MIME sniffing (an error echoing input must never be read as HTML). Every
+ * answer outside /docs (the API, /metrics, unknown paths): `no-store`, since most API answers
+ * carry key material, secrets or tenant data, and one rule for all cannot miss a route added
+ * later. /docs: a CSP that allows only the page's own scripts and styles (swagger-ui has no
+ * inline script) and no framing.
+ */
+const NOSNIFF = { 'x-content-type-options': 'nosniff' }
+const API_HEADERS = { ...NOSNIFF, 'cache-control': 'no-store' }
+export const DOCS_CSP =
+  "default-src 'self'; script-src 'self'; script-src-attr 'none'; style-src 'self' 'unsafe-inline'; " +
+  "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; " +
+  "form-action 'self'; frame-ancestors 'none'"
+const DOCS_HEADERS = { ...NOSNIFF, 'content-security-policy': DOCS_CSP, 'x-frame-options': 'DENY' }
+
+const securityHeaders = (url: string): Record<string, string> =>
+  url.startsWith('/docs') ? DOCS_HEADERS : API_HEADERS

@@ -684,3 +684,213 @@ describe('x-request-id', () => {
     })
   }
 })
+
+describe('validation errors say what is allowed', () => {
+  const someId = randomUUID()
+  interface Field {
+    path: string
+    message: string
+    allowedValues?: unknown[]
+  }
+  /** The one field entry at `path`; the message names the field and each allowed value. */
+  function assertAllowed(res: Sent, path: string, allowed: readonly unknown[], context: string): void {
+    assertError(res, 400, 'validation_failed', context)
+    const fields = res.json?.['fields'] as Field[]
+    assert.equal(fields.length, 1, `${context}: one entry per failing field: ${res.text}`)
+    assert.equal(fields[0]!.path, path, context)
+    assert.deepEqual(fields[0]!.allowedValues, allowed, context)
+    const message = String(res.json?.['message'])
+    assert.ok(message.startsWith(path), `${context}: the message names the field: ${message}`)
+    for (const value of allowed)
+      assert.ok(message.includes(String(value)), `${context}: ${message} names ${value}`)
+    assert.ok(!message.includes('must be equal to constant'), context)
+    assert.ok(!message.includes('must match a schema in anyOf'), context)
+  }
+
+  test('status=revoked lists the key states', async () => {
+    const res = await send('GET', `${API}/keys?status=revoked`, withKey())
+    assertAllowed(
+      res,
+      'querystring/status/0',
+      ['Active', 'Expired', 'Revoked', 'Pending Deletion', 'Destroyed'],
+      'status',
+    )
+  })
+
+  test('sort=bogus lists the sort columns', async () => {
+    const res = await send('GET', `${API}/keys?sort=bogus`, withKey())
+    assertAllowed(
+      res,
+      'querystring/sort',
+      ['name', 'algorithm', 'purpose', 'version', 'status', 'createdAt'],
+      'sort',
+    )
+  })
+
+  test('format=pem lists the public key formats', async () => {
+    const res = await send('GET', `${API}/keys/${someId}/public?format=pem`, withKey())
+    assertAllowed(res, 'querystring/format', ['PEM', 'DER', 'RAW', 'JWK'], 'format')
+  })
+
+  test('frequency=weekly lists the frequencies', async () => {
+    const res = await send(
+      'POST',
+      `${API}/keys/${someId}/rotation-policy`,
+      withKey({ json: { frequency: 'weekly' } }),
+    )
+    assertAllowed(res, 'body/frequency', ['Daily', 'Weekly', 'Monthly', 'Quarterly', 'Yearly'], 'frequency')
+  })
+
+  test('an unknown scope lists the scopes', async () => {
+    const res = await send(
+      'POST',
+      `${API}/api-keys`,
+      withKey({ json: { name: 'x', scopes: ['keys:read', 'keys:own'] } }),
+    )
+    assertError(res, 400, 'validation_failed', 'scope')
+    const field = (res.json!['fields'] as Field[])[0]!
+    assert.equal(field.path, 'body/scopes/1')
+    assert.ok(
+      field.allowedValues?.includes('keys:read') && field.allowedValues.includes('audit:read'),
+      res.text,
+    )
+    assert.match(String(res.json?.['message']), /^body\/scopes\/1 must be one of: .*keys:read/)
+  })
+
+  test('keyBytes: 20 says 16, 24 or 32 once, not "must be equal to constant" three times', async () => {
+    const res = await send('POST', `${API}/keys/${someId}/data-key`, withKey({ json: { keyBytes: 20 } }))
+    assertAllowed(res, 'body/keyBytes', [16, 24, 32], 'keyBytes')
+  })
+
+  test('invalid ids say "must be a UUID" in the path, the body and the query', async () => {
+    for (const [method, path, options, field] of [
+      ['GET', `${API}/keys/not-a-uuid`, {}, 'params/keyId'],
+      ['POST', `${API}/encrypt`, { json: { keyId: 'nope', plaintext: 'AA==' } }, 'body/keyId'],
+      ['POST', `${API}/generate-data-key`, { json: { keyId: `${someId}0` } }, 'body/keyId'],
+    ] as const) {
+      const res = await send(method, path, withKey(options))
+      assertError(res, 400, 'validation_failed', path)
+      const fields = res.json?.['fields'] as Field[]
+      assert.deepEqual(fields, [{ path: field, message: 'must be a UUID' }], `${path}: ${res.text}`)
+      assert.equal(res.json?.['message'], `${field} must be a UUID`)
+      assert.ok(!res.text.includes('[0-9a-fA-F]'), 'no regular expression')
+    }
+  })
+
+  test('a missing field is named as the field', async () => {
+    const res = await send('POST', `${API}/api-keys`, withKey({ json: { scopes: ['keys:read'] } }))
+    assertError(res, 400, 'validation_failed', 'missing name')
+    assert.deepEqual(res.json?.['fields'], [{ path: 'body/name', message: 'is required' }])
+  })
+})
+
+describe('free-form objects are bounded: deep or wide JSON is a 400 naming the bound, never a 5xx', () => {
+  const JSON_TYPE = { 'content-type': 'application/json' }
+  /** The JSON text of an object nested `depth` levels deep (JSON.stringify would overflow the stack). */
+  const nested = (depth: number): string =>
+    `${'{"kty":"EC","a":'.repeat(depth - 1)}{"kty":"EC"}${'}'.repeat(depth - 1)}`
+  /** An import request body around the JSON text of `keyMaterial`. */
+  const importBody = (keyMaterial: string) =>
+    `{"name":"bounded-${randomUUID()}","keyType":"Signing","algorithm":"EC-P256","format":"JWK","keyMaterial":${keyMaterial}}`
+  const cases: [string, () => string, RegExp][] = [
+    ['a JWK nested 10,000 levels deep', () => nested(10_000), /at most 4 levels deep/],
+    ['a JWK nested 5 levels deep (one over the bound)', () => nested(5), /at most 4 levels deep/],
+    [
+      'a JWK of 1,000 members',
+      () => JSON.stringify(Object.fromEntries([...Array(1000).keys()].map((i) => [`m${i}`, i]))),
+      /at most 512 keys and items/,
+    ],
+    [
+      'a JWK with an array of 100,000 items',
+      () => JSON.stringify({ kty: 'RSA', x5c: [...Array(100_000).keys()].map(() => 'A') }),
+      /at most 512 keys and items/,
+    ],
+    [
+      'a JWK of 300,000 characters',
+      () => JSON.stringify({ kty: 'RSA', n: 'A'.repeat(300_000) }),
+      /at most 262144 characters/,
+    ],
+    [
+      'arrays nested 10,000 levels deep inside a JWK member',
+      () => `{"kty":"EC","oth":${'['.repeat(10_000)}${']'.repeat(10_000)}}`,
+      /at most 4 levels deep/,
+    ],
+  ]
+  for (const [name, make, bound] of cases) {
+    test(name, async () => {
+      const res = await send(
+        'POST',
+        `${API}/keys/import`,
+        withKey({ body: importBody(make()), headers: JSON_TYPE }),
+      )
+      assertError(res, 400, 'validation_failed', name)
+      const fields = res.json?.['fields'] as { path: string; message: string }[]
+      assert.equal(fields[0]?.path, 'body/keyMaterial', res.text.slice(0, 300))
+      assert.match(fields[0]!.message, bound, res.text.slice(0, 300))
+      assertNoInternals(res, name)
+    })
+  }
+
+  test('the service stays healthy after them', async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await send(
+        'POST',
+        `${API}/keys/import`,
+        withKey({ body: importBody(nested(10_000)), headers: JSON_TYPE }),
+      )
+      assert.equal(res.status, 400)
+    }
+    const health = await send('GET', `${API}/health`)
+    assert.equal(health.status, 200)
+    const list = await send('GET', `${API}/keys`, withKey())
+    assert.equal(list.status, 200)
+  })
+
+  test('every free-form object in a request schema of the OpenAPI document carries bounds', async () => {
+    const doc = (await send('GET', `${API}/openapi.json`)).json as Record<string, unknown>
+    const components = ((doc['components'] as Record<string, unknown>)?.['schemas'] ?? {}) as Record<
+      string,
+      unknown
+    >
+    const unbounded: string[] = []
+    const seen = new Set<unknown>()
+    const walk = (schema: unknown, where: string): void => {
+      if (schema === null || typeof schema !== 'object' || seen.has(schema)) return
+      seen.add(schema)
+      const s = schema as Record<string, unknown>
+      if (typeof s['$ref'] === 'string') {
+        const name = s['$ref'].split('/').pop()!
+        walk(components[name], `${where} -> ${name}`)
+        return
+      }
+      const open = s['type'] === 'object' && s['additionalProperties'] !== false
+      if (open && s['x-bounded-json'] === undefined) unbounded.push(where)
+      for (const [key, value] of Object.entries(s)) {
+        if (key === 'properties' && value && typeof value === 'object') {
+          for (const [prop, sub] of Object.entries(value)) walk(sub, `${where}/${prop}`)
+        } else if (Array.isArray(value)) {
+          for (const [i, sub] of value.entries()) walk(sub, `${where}/${key}/${i}`)
+        } else if (typeof value === 'object') {
+          walk(value, `${where}/${key}`)
+        }
+      }
+    }
+    let requestSchemas = 0
+    for (const [path, item] of Object.entries(doc['paths'] as Record<string, Record<string, unknown>>)) {
+      for (const [method, op] of Object.entries(item)) {
+        const operation = op as {
+          requestBody?: { content?: Record<string, { schema?: unknown }> }
+          parameters?: { schema?: unknown; name: string }[]
+        }
+        for (const media of Object.values(operation.requestBody?.content ?? {})) {
+          requestSchemas++
+          walk(media.schema, `${method.toUpperCase()} ${path} body`)
+        }
+        for (const parameter of operation.parameters ?? [])
+          walk(parameter.schema, `${method.toUpperCase()} ${path} ${parameter.name}`)
+      }
+    }
+    assert.ok(requestSchemas > 20, `the walk saw the request bodies (${requestSchemas})`)
+    assert.deepEqual(unbounded, [], 'free-form request objects without x-bounded-json')
+  })
+})

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
+import { DECRYPT_JSON_BODY_LIMIT_BYTES, ENCRYPT_JSON_BODY_LIMIT_BYTES } from '../src/crypto/crypto-schemas.ts'
 import { DAY_MS } from '../src/platform/clock.ts'
 import { apiClient, b64, mapConcurrently, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
@@ -499,14 +500,14 @@ describe('encrypt and decrypt', () => {
   })
 
   describe('limits and malformed input', () => {
-    test('a body over the route limit is 413 payload_too_large (encrypt 10 MiB, decrypt 64 KiB more)', async () => {
+    test('a body over the route limit is 413 payload_too_large (the Base64 of 10 MiB, and of 64 KiB more for decrypt)', async () => {
       const keyId = keys.get('ML-KEM-768')!
       const prefix = `{"keyId":"${keyId}","plaintext":"`
       const suffix = '"}'
       // Decrypt takes back what encrypt returned: the ciphertext plus up to ~2 KiB of envelope.
       for (const [path, limit] of [
-        ['/encrypt', BODY_LIMIT],
-        ['/decrypt', BODY_LIMIT + 64 * 1024],
+        ['/encrypt', ENCRYPT_JSON_BODY_LIMIT_BYTES],
+        ['/decrypt', DECRYPT_JSON_BODY_LIMIT_BYTES],
       ] as const) {
         const filler = 'A'.repeat(limit + 1 - prefix.length - suffix.length)
         const rawBody = `${prefix}${filler}${suffix}`
@@ -518,6 +519,7 @@ describe('encrypt and decrypt', () => {
         })
         assert.equal(res.status, 413, `${path}: ${res.text.slice(0, 300)}`)
         assert.equal(res.body.error, 'payload_too_large', path)
+        assert.match(res.body.message, new RegExp(`exceeds the limit of ${limit} bytes`), path)
       }
     })
 

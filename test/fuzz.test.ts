@@ -110,6 +110,7 @@ interface JsonSchema {
   oneOf?: JsonSchema[]
   allOf?: JsonSchema[]
   default?: unknown
+  additionalProperties?: boolean | JsonSchema
   $ref?: string
 }
 
@@ -676,7 +677,27 @@ function fieldValuesFor(schema: JsonSchema): FieldValue[] {
     )
   }
   values.push(...RAW_NUMBERS.map((raw) => ({ raw })), { raw: deepArray(10_000) }, { raw: deepObject(10_000) })
+  // A free-form object (a JWK): deep or wide values that pass its shallow checks (its required
+  // properties are at every level), so only a bound on the whole value refuses them.
+  for (const branch of [schema, ...(schema.anyOf ?? []), ...(schema.oneOf ?? [])]) {
+    if (primaryType(branch) !== 'object' || branch.additionalProperties === false) continue
+    const shell = validValue(branch, new Rng(2)) as Record<string, unknown>
+    const wide = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`w${i}`, i]))
+    values.push(
+      { raw: deepFreeForm(shell, 10_000) },
+      { raw: deepFreeForm(shell, 50) },
+      { value: { ...shell, list: Array.from({ length: 50_000 }, () => 'x') } },
+      { value: { ...shell, nested: { ...wide } } },
+    )
+  }
   return values
+}
+
+/** JSON text of `shell` holding itself `depth` levels deep under "a" (without recursion). */
+function deepFreeForm(shell: Record<string, unknown>, depth: number): string {
+  const open = JSON.stringify(shell).slice(0, -1)
+  const separator = Object.keys(shell).length > 0 ? ',' : ''
+  return `${`${open}${separator}"a":`.repeat(depth)}1${'}'.repeat(depth)}`
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 import { errorResponses, Uuid } from '../platform/http-schemas.ts'
 import {
   binaryContext,
@@ -16,15 +17,18 @@ import {
 import {
   Base64,
   Base64Output,
+  base64Length,
   Context,
-  CRYPTO_BODY_LIMIT_BYTES,
   compactEnvelope,
   contextBytes,
-  DECRYPT_BODY_LIMIT_BYTES,
+  DECRYPT_JSON_BODY_LIMIT_BYTES,
+  ENCRYPT_JSON_BODY_LIMIT_BYTES,
   EnvelopeFields,
   envelopeFromParts,
   envelopeToParts,
   KeyVersion,
+  MAX_ENVELOPE_BYTES,
+  MAX_PLAINTEXT_BYTES,
   Mode,
 } from './crypto-schemas.ts'
 import type { CryptoService } from './crypto-service.ts'
@@ -36,14 +40,18 @@ const RESPONSE_MEDIA = 'JSON for a JSON request; raw bytes, with X-Key-Id and X-
 const EncryptBody = Type.Object(
   {
     keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')),
-    plaintext: Base64('Data to encrypt, Base64'),
+    plaintext: Base64(
+      `Data to encrypt, Base64: up to ${MAX_PLAINTEXT_BYTES} bytes (10 MiB) of plaintext, ` +
+        `${base64Length(MAX_PLAINTEXT_BYTES)} characters`,
+      base64Length(MAX_PLAINTEXT_BYTES),
+    ),
     context: Context,
     mode: Mode,
   },
   {
     $id: 'EncryptRequest',
     additionalProperties: false,
-    'x-body-limit-bytes': CRYPTO_BODY_LIMIT_BYTES,
+    'x-body-limit-bytes': ENCRYPT_JSON_BODY_LIMIT_BYTES,
     examples: [{ plaintext: 'SGVsbG8sIHdvcmxkIQ==', context: 'order=1042' }],
   },
 )
@@ -62,7 +70,7 @@ const DecryptBody = Type.Object(
   {
     keyId: Type.Optional(Uuid('The key that encrypted (optional: the envelope names it)')),
     keyVersion: Type.Optional(KeyVersion('Cross-check of the version the envelope names')),
-    ciphertext: Base64('From the encrypt response', DECRYPT_BODY_LIMIT_BYTES),
+    ciphertext: Base64('From the encrypt response', base64Length(MAX_ENVELOPE_BYTES)),
     encapsulatedKey: Type.Optional(Base64('From the encrypt response (standard mode)', 16_384)),
     nonce: Type.Optional(Base64('From the encrypt response (standard mode)', 64)),
     tag: Type.Optional(Base64('From the encrypt response (standard mode)', 64)),
@@ -72,7 +80,7 @@ const DecryptBody = Type.Object(
   {
     $id: 'DecryptRequest',
     additionalProperties: false,
-    'x-body-limit-bytes': DECRYPT_BODY_LIMIT_BYTES,
+    'x-body-limit-bytes': DECRYPT_JSON_BODY_LIMIT_BYTES,
     examples: [
       {
         ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
@@ -95,6 +103,12 @@ const DecryptResponse = Type.Object(
   { $id: 'DecryptResponse' },
 )
 
+/** The route's limit fits JSON's Base64; raw bytes have the smaller limit of what they stand for. */
+const binaryTooLarge = (limit: number) =>
+  new AppError(413, 'payload_too_large', `The request body exceeds the limit of ${limit} bytes`, {
+    limitBytes: limit,
+  })
+
 export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
   return async (app) => {
     registerBinaryParser(app)
@@ -102,13 +116,16 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
     app.post(
       '/encrypt',
       {
-        bodyLimit: CRYPTO_BODY_LIMIT_BYTES,
+        bodyLimit: ENCRYPT_JSON_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,
           summary: 'Envelope-encrypt: per-operation DEK, AES-256-GCM, DEK protected by ML-KEM or RSA-OAEP',
           description:
             'JSON, or raw bytes with Content-Type application/octet-stream: the plaintext in, the compact ' +
-            'envelope out (docs/envelope-format.md), the key in X-Key-Id and the context in X-Encryption-Context.',
+            'envelope out (docs/envelope-format.md), the key in X-Key-Id and the context in X-Encryption-Context. ' +
+            `Plaintexts of up to ${MAX_PLAINTEXT_BYTES} bytes (10 MiB) in either transport: a binary body of up to ` +
+            `${MAX_PLAINTEXT_BYTES} bytes, a JSON body of up to ${ENCRYPT_JSON_BODY_LIMIT_BYTES} bytes (the plaintext ` +
+            'as Base64 is a third larger); a larger body is a 413 naming the limit.',
           operationId: 'encrypt',
           headers: EncryptHeaders,
           body: jsonOrBinary(EncryptBody, 'The plaintext, up to 10 MiB'),
@@ -125,6 +142,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         const actor = actorOf(request)
         const headers = request.headers
         if (Buffer.isBuffer(request.body)) {
+          if (request.body.length > MAX_PLAINTEXT_BYTES) throw binaryTooLarge(MAX_PLAINTEXT_BYTES)
           const result = await crypto.encrypt(actor, {
             keyId: headers['x-key-id'],
             plaintext: request.body,
@@ -134,9 +152,14 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         }
         rejectBinaryHeaders(EncryptHeaders, headers)
         const { keyId, plaintext, context, mode } = request.body as Static<typeof EncryptBody>
+        const bytes = decodeBase64Field(plaintext, 'body/plaintext')
+        // The Base64 length bound lets through up to two bytes more than the limit.
+        if (bytes.length > MAX_PLAINTEXT_BYTES) {
+          throw invalidField('body/plaintext', `must decode to at most ${MAX_PLAINTEXT_BYTES} bytes (10 MiB)`)
+        }
         const result = await crypto.encrypt(actor, {
           keyId,
-          plaintext: decodeBase64Field(plaintext, 'body/plaintext'),
+          plaintext: bytes,
           context: contextBytes(context),
         })
         return { ...envelopeToParts(result, mode), keyId: result.keyId, keyVersion: result.keyVersion }
@@ -146,14 +169,16 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
     app.post(
       '/decrypt',
       {
-        bodyLimit: DECRYPT_BODY_LIMIT_BYTES,
+        bodyLimit: DECRYPT_JSON_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,
           summary: 'Decrypt an encrypt response; any mismatch is one error, decryption_failed',
           description:
             'JSON, or raw bytes with Content-Type application/octet-stream: the compact envelope in ' +
             '(what a binary encrypt returned, or a legacy-mode ciphertext decoded), the plaintext out; ' +
-            'X-Key-Id and X-Key-Version are optional cross-checks, X-Encryption-Context the context.',
+            'X-Key-Id and X-Key-Version are optional cross-checks, X-Encryption-Context the context. ' +
+            `Envelopes of up to ${MAX_ENVELOPE_BYTES} bytes: a binary body of up to ${MAX_ENVELOPE_BYTES} bytes, ` +
+            `a JSON body of up to ${DECRYPT_JSON_BODY_LIMIT_BYTES} bytes.`,
           operationId: 'decrypt',
           headers: DecryptHeaders,
           body: jsonOrBinary(DecryptBody, 'The compact envelope'),
@@ -168,6 +193,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         const headers = request.headers
         reply.header('cache-control', 'no-store')
         if (Buffer.isBuffer(request.body)) {
+          if (request.body.length > MAX_ENVELOPE_BYTES) throw binaryTooLarge(MAX_ENVELOPE_BYTES)
           const result = await crypto.decrypt(actor, {
             keyId: headers['x-key-id'],
             keyVersion: binaryKeyVersion(headers['x-key-version']),

@@ -14,6 +14,22 @@ import { fromCompact, type SealedEnvelope, toCompact } from './envelope.ts'
 export const CRYPTO_BODY_LIMIT_BYTES = 10 * 1024 * 1024
 export const DECRYPT_BODY_LIMIT_BYTES = CRYPTO_BODY_LIMIT_BYTES + 64 * 1024
 export const DECRYPT_BATCH_BODY_LIMIT_BYTES = CRYPTO_BODY_LIMIT_BYTES + 3 * 1024 * 1024
+/** The largest plaintext one encrypt takes, in either transport: 10 MiB. */
+export const MAX_PLAINTEXT_BYTES = CRYPTO_BODY_LIMIT_BYTES
+/** The largest compact envelope one binary decrypt takes. */
+export const MAX_ENVELOPE_BYTES = DECRYPT_BODY_LIMIT_BYTES
+
+/** Characters of the padded standard Base64 of `bytes` bytes. */
+export const base64Length = (bytes: number) => Math.ceil(bytes / 3) * 4
+
+/**
+ * JSON carries bytes as Base64, a third larger: a 10 MiB plaintext is 13,981,016 characters.
+ * The JSON limits are the Base64 of the binary limits plus 64 KiB for the other fields (a context
+ * of 8,192 characters written as \u escapes is 48 KiB).
+ */
+export const ENCRYPT_JSON_BODY_LIMIT_BYTES = base64Length(MAX_PLAINTEXT_BYTES) + 64 * 1024
+export const DECRYPT_JSON_BODY_LIMIT_BYTES = base64Length(MAX_ENVELOPE_BYTES) + 64 * 1024
+
 /** Key material to wrap: generous for any private key of table 2.1 in any encoding. */
 export const MAX_WRAP_BYTES = 64 * 1024
 

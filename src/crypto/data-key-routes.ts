@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
-import { AppError } from '../platform/errors.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
@@ -11,6 +11,7 @@ import {
   compactEnvelope,
   contextBytes,
   KeyIdParams,
+  KeyVersion,
   MAX_WRAP_BYTES,
   WrappedKey,
 } from './crypto-schemas.ts'
@@ -78,10 +79,32 @@ const WrapResponse = Type.Object({
 })
 nameSchema(WrapResponse, 'WrapResponse')
 
+/**
+ * What wrap or a data-key endpoint answered is accepted as it is: their keyId and keyVersion are
+ * cross-checks, keyBytes a check of the length, and plaintextDek is ignored (never read).
+ */
 const UnwrapBody = Type.Object(
   {
-    wrappedKey: WrappedKey('From wrap (wrappedKey) or a data-key endpoint (encryptedDek)'),
+    wrappedKey: Type.Optional(WrappedKey('From wrap (wrappedKey); give this or encryptedDek')),
+    encryptedDek: Type.Optional(
+      WrappedKey('From a data-key endpoint (encryptedDek); give this or wrappedKey'),
+    ),
     context: Context,
+    keyId: Type.Optional(Uuid('From the wrap or data-key answer: must be the key of the path')),
+    keyVersion: Type.Optional(KeyVersion('From the wrap or data-key answer: cross-check of the envelope')),
+    keyBytes: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_WRAP_BYTES,
+        description: 'From a data-key answer: the expected length',
+      }),
+    ),
+    plaintextDek: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        description: 'From a data-key answer; ignored (accepted so the answer can be passed back as it is)',
+      }),
+    ),
   },
   {
     $id: 'UnwrapRequest',
@@ -102,6 +125,23 @@ const UnwrapResponse = Type.Object({
   keyVersion: Type.Integer({ description: 'The wrapping key version' }),
 })
 nameSchema(UnwrapResponse, 'UnwrapResponse')
+
+/** Exactly one of wrappedKey (a wrap answer) and encryptedDek (a data-key answer). */
+function wrappedKeyField(body: { wrappedKey?: string | undefined; encryptedDek?: string | undefined }) {
+  if (body.wrappedKey !== undefined && body.encryptedDek === undefined) return 'wrappedKey' as const
+  if (body.encryptedDek !== undefined && body.wrappedKey === undefined) return 'encryptedDek' as const
+  const both = body.wrappedKey !== undefined
+  throw new AppError(
+    400,
+    'validation_failed',
+    both ? 'Give wrappedKey or encryptedDek, not both' : 'body/wrappedKey is required (or encryptedDek)',
+    {
+      fields: [
+        { path: 'body/wrappedKey', message: both ? 'must not be given with encryptedDek' : 'is required' },
+      ],
+    },
+  )
+}
 
 const dataKeyResponse = (result: DataKeyResult, keyBytes: number) => ({
   ...(result.plaintextDek ? { plaintextDek: result.plaintextDek.toString('base64') } : {}),
@@ -217,12 +257,25 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
         },
       },
       async (request, reply) => {
-        const bytes = decodeBase64Field(request.body.wrappedKey, 'body/wrappedKey')
+        const body = request.body
+        const keyId = request.params.keyId
+        if (body.keyId !== undefined && body.keyId !== keyId) {
+          throw invalidField('body/keyId', `names key ${body.keyId}, but the path names key ${keyId}`)
+        }
+        const field = wrappedKeyField(body)
+        const bytes = decodeBase64Field(body[field]!, `body/${field}`)
         const result = await crypto.unwrap(actorOf(request), {
-          keyId: request.params.keyId,
+          keyId,
+          keyVersion: body.keyVersion,
           envelope: compactEnvelope(bytes),
-          context: contextBytes(request.body.context),
+          context: contextBytes(body.context),
         })
+        if (body.keyBytes !== undefined && body.keyBytes !== result.plaintext.length) {
+          throw invalidField(
+            'body/keyBytes',
+            `is ${body.keyBytes}, but the unwrapped key has ${result.plaintext.length} bytes`,
+          )
+        }
         reply.header('cache-control', 'no-store')
         return {
           plaintext: result.plaintext.toString('base64'),

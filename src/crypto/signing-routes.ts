@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
+import { invalidField } from '../platform/errors.ts'
 import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import { Base64, Base64Output, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
 import type { SignatureOptions } from './signing.ts'
@@ -20,16 +21,15 @@ const SchemeOptions = {
     }),
   ),
   rsaPadding: Type.Optional(
+    // No schema default: verify must tell an option the caller gave from one a signingScheme implies.
     Type.Enum(['PSS', 'PKCS1'], {
-      default: 'PSS',
       description:
-        'RSA keys: RSASSA-PSS (SHA-256, MGF1-SHA-256, 32-byte salt) or RSASSA-PKCS1-v1_5 with SHA-256',
+        'RSA keys: RSASSA-PSS (SHA-256, MGF1-SHA-256, 32-byte salt) or RSASSA-PKCS1-v1_5 with SHA-256 (default: PSS)',
     }),
   ),
   signatureFormat: Type.Optional(
     Type.Enum(['DER', 'P1363'], {
-      default: 'DER',
-      description: 'ECDSA keys: DER-encoded (r, s), or IEEE P1363 fixed-length r || s',
+      description: 'ECDSA keys: DER-encoded (r, s), or IEEE P1363 fixed-length r || s (default: DER)',
     }),
   ),
 }
@@ -56,6 +56,11 @@ const SignResponse = Type.Object({
 })
 nameSchema(SignResponse, 'SignResponse')
 
+/** What sign and mac answered describes the key; passed back as it is, it is accepted. */
+const AnsweredAlgorithm = Type.Optional(
+  Type.String({ maxLength: 64, description: 'From the sign or mac answer; informational (the key decides)' }),
+)
+
 const VerifyBody = Type.Object(
   {
     keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
@@ -63,6 +68,14 @@ const VerifyBody = Type.Object(
     message: Message,
     signature: Base64('The signature, Base64', 65_536),
     ...SchemeOptions,
+    algorithm: AnsweredAlgorithm,
+    signingScheme: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        description:
+          'From the sign answer: sets rsaPadding (RSASSA-PSS / RSASSA-PKCS1-v1_5) and signatureFormat (ECDSA-...-DER / -P1363) when they are absent',
+      }),
+    ),
   },
   {
     $id: 'VerifyRequest',
@@ -103,6 +116,8 @@ const MacVerifyBody = Type.Object(
     data: Message,
     mac: Base64('The MAC, Base64', 1024),
     keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
+    keyId: Type.Optional(Uuid('From the mac answer: must be the key of the path')),
+    algorithm: AnsweredAlgorithm,
   },
   {
     $id: 'MacVerifyRequest',
@@ -112,6 +127,28 @@ const MacVerifyBody = Type.Object(
     ],
   },
 )
+
+/**
+ * The options a sign answer's signingScheme stands for, merged under the ones the request
+ * names; a contradiction is a 400 rather than a verification that quietly fails.
+ */
+function withScheme<
+  T extends { rsaPadding?: 'PSS' | 'PKCS1' | undefined; signatureFormat?: 'DER' | 'P1363' | undefined },
+>(body: T & { signingScheme?: string | undefined }): T {
+  const scheme = body.signingScheme
+  if (scheme === undefined) return body
+  const implied: { rsaPadding?: 'PSS' | 'PKCS1'; signatureFormat?: 'DER' | 'P1363' } = {}
+  if (scheme.startsWith('RSASSA-PSS-')) implied.rsaPadding = 'PSS'
+  else if (scheme.startsWith('RSASSA-PKCS1-')) implied.rsaPadding = 'PKCS1'
+  else if (scheme.startsWith('ECDSA-')) implied.signatureFormat = scheme.endsWith('-P1363') ? 'P1363' : 'DER'
+  for (const option of ['rsaPadding', 'signatureFormat'] as const) {
+    const given = body[option]
+    if (given !== undefined && implied[option] !== undefined && given !== implied[option]) {
+      throw invalidField(`body/${option}`, `is ${given}, but signingScheme ${scheme} uses ${implied[option]}`)
+    }
+  }
+  return { ...implied, ...body }
+}
 
 function optionsOf(body: {
   messageType?: 'RAW' | 'DIGEST' | undefined
@@ -165,7 +202,7 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
           keyVersion: request.body.keyVersion,
           message: decodeBase64Field(request.body.message, 'body/message'),
           signature: decodeBase64Field(request.body.signature, 'body/signature'),
-          options: optionsOf(request.body),
+          options: optionsOf(withScheme(request.body)),
         }),
     )
 
@@ -202,13 +239,18 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
           response: { 200: VerifyResponse, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request) =>
-        signing.verifyMac(actorOf(request), {
-          keyId: request.params.keyId,
+      async (request) => {
+        const keyId = request.params.keyId
+        if (request.body.keyId !== undefined && request.body.keyId !== keyId) {
+          throw invalidField('body/keyId', `names key ${request.body.keyId}, but the path names key ${keyId}`)
+        }
+        return signing.verifyMac(actorOf(request), {
+          keyId,
           keyVersion: request.body.keyVersion,
           data: decodeBase64Field(request.body.data, 'body/data'),
           mac: decodeBase64Field(request.body.mac, 'body/mac'),
-        }),
+        })
+      },
     )
   }
 }

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { boundedJson, nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'
@@ -75,7 +75,13 @@ export const CreateKeyBody = Type.Object(keyAttributes, {
 
 const JwkObject = Type.Object(
   { kty: Text(16, 'JWK key type', 1) },
-  { additionalProperties: true, maxProperties: 32, description: 'A private JWK (RFC 7517)' },
+  {
+    additionalProperties: true,
+    maxProperties: 32,
+    // A JWK is flat but for `oth` (RSA primes) and `x5c`: three levels suffice.
+    ...boundedJson({ depth: 4, members: 512, chars: 256 * 1024 }),
+    description: 'A private JWK (RFC 7517): at most 4 levels deep, 512 keys and items, 262144 characters',
+  },
 )
 
 export const ImportKeyBody = Type.Object(

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
+import { drainInBackground } from './drain-request.ts'
 import { AppError } from './errors.ts'
 
 /** Fastify's own client errors, as this API's codes. Messages are fixed: they never echo input. */
@@ -30,17 +31,122 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; mess
 }
 
 interface ValidationIssue {
+  keyword?: string
   instancePath?: string
+  schemaPath?: string
   message?: string
   params?: Record<string, unknown>
+  /** The schema object holding the failing keyword (ajv's `verbose`, validation.ts). */
+  parentSchema?: Record<string, unknown>
 }
 
-function describeValidation(context: string | undefined, issues: ValidationIssue[]) {
-  return issues.slice(0, 20).map((issue) => {
+export interface FieldError {
+  path: string
+  message: string
+  /** For an enumeration (enum, a union of literals, a const): every value the field takes. */
+  allowedValues?: unknown[]
+}
+
+/** The values an enumeration schema allows, or undefined when it is not one. */
+function enumeration(schema: Record<string, unknown> | undefined): unknown[] | undefined {
+  if (!schema) return undefined
+  if (Array.isArray(schema['enum'])) return schema['enum']
+  if ('const' in schema) return [schema['const']]
+  const branches = schema['anyOf'] ?? schema['oneOf']
+  if (!Array.isArray(branches)) return undefined
+  const values: unknown[] = []
+  for (const branch of branches) {
+    const own = enumeration(branch as Record<string, unknown>)
+    if (!own) return undefined
+    values.push(...own)
+  }
+  return values
+}
+
+const listValues = (values: unknown[]) =>
+  values.map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(', ')
+
+function isUuidSchema(schema: Record<string, unknown> | undefined): boolean {
+  return schema?.['format'] === 'uuid'
+}
+
+/**
+ * One entry per failing field, saying what is allowed: an enumeration lists its values, an id
+ * says it must be a UUID (not the pattern), a missing property is named. ajv reports a union's
+ * failure once per branch and then once for the union; that becomes one entry.
+ */
+export function describeValidation(context: string | undefined, issues: ValidationIssue[]): FieldError[] {
+  const root = context ?? 'body'
+  const unions = issues.filter((i) => i.keyword === 'anyOf' || i.keyword === 'oneOf')
+  const insideUnion = (issue: ValidationIssue) =>
+    unions.some((u) => u !== issue && issue.schemaPath?.startsWith(`${u.schemaPath}/`))
+  const fields: FieldError[] = []
+  for (const issue of issues) {
+    if (insideUnion(issue)) continue
+    const at = `${root}${issue.instancePath ?? ''}`
     const extra = issue.params?.['additionalProperty']
-    const path = `${context ?? 'body'}${issue.instancePath ?? ''}${extra ? `/${String(extra)}` : ''}`
-    return { path, message: extra ? 'is not an allowed field' : (issue.message ?? 'is invalid') }
-  })
+    if (extra !== undefined) {
+      fields.push({ path: `${at}/${String(extra)}`, message: 'is not an allowed field' })
+      continue
+    }
+    const missing = issue.params?.['missingProperty']
+    if (issue.keyword === 'required' && missing !== undefined) {
+      fields.push({ path: `${at}/${String(missing)}`, message: 'is required' })
+      continue
+    }
+    if ((issue.keyword === 'pattern' || issue.keyword === 'format') && isUuidSchema(issue.parentSchema)) {
+      fields.push({ path: at, message: 'must be a UUID' })
+      continue
+    }
+    const allowed =
+      issue.keyword === 'enum' ||
+      issue.keyword === 'const' ||
+      issue.keyword === 'anyOf' ||
+      issue.keyword === 'oneOf'
+        ? enumeration(issue.parentSchema)
+        : undefined
+    if (allowed) {
+      fields.push({
+        path: at,
+        message:
+          allowed.length === 1 ? `must be ${listValues(allowed)}` : `must be one of: ${listValues(allowed)}`,
+        allowedValues: allowed,
+      })
+      continue
+    }
+    if (issue.keyword === 'anyOf' || issue.keyword === 'oneOf') {
+      fields.push({ path: at, message: describeUnion(issue, issues) })
+      continue
+    }
+    fields.push({ path: at, message: issue.message ?? 'is invalid' })
+  }
+  return fields.slice(0, 20)
+}
+
+/**
+ * A union of different shapes (a timestamp or null, PEM text or a JWK): the branch whose type
+ * matched says why it failed; when none matched, the types it takes.
+ */
+function describeUnion(union: ValidationIssue, issues: ValidationIssue[]): string {
+  const branches = issues.filter((i) => i.schemaPath?.startsWith(`${union.schemaPath}/`))
+  const reason = branches.find((i) => i.keyword !== 'type')
+  if (reason) {
+    const deeper =
+      reason.instancePath !== union.instancePath
+        ? reason.instancePath?.slice(union.instancePath?.length ?? 0)
+        : ''
+    const at = deeper ? `${deeper} ` : ''
+    if ((reason.keyword === 'format' || reason.keyword === 'pattern') && isUuidSchema(reason.parentSchema))
+      return `${at}must be a UUID`
+    const allowed = reason.keyword === 'enum' ? enumeration(reason.parentSchema) : undefined
+    if (allowed) {
+      const others = branches.filter((i) => i.keyword === 'type').map((i) => String(i.params?.['type']))
+      return `${at}must be one of: ${listValues(allowed)}${others.length > 0 ? ` (or ${others.join(' or ')})` : ''}`
+    }
+    return `${at}${reason.message ?? 'is invalid'}`
+  }
+  const types = branches.map((i) => String(i.params?.['type'])).filter((t) => t !== 'undefined')
+  return types.length > 0 ? `must be ${[...new Set(types)].join(' or ')}` : (union.message ?? 'is invalid')
 }
 
 export function installErrorHandlers(app: FastifyInstance): void {
@@ -58,6 +164,18 @@ export function installErrorHandlers(app: FastifyInstance): void {
         error: 'validation_failed',
         message: fields.map((f) => `${f.path} ${f.message}`).join('; '),
         fields,
+      })
+    }
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      // The rest of the body may still be on its way: closing now would reset the connection
+      // and lose this answer, so the body is drained after it instead (drain-request.ts).
+      reply.removeHeader('connection')
+      drainInBackground(request.raw)
+      const limit = request.routeOptions.bodyLimit
+      return reply.code(413).send({
+        error: 'payload_too_large',
+        message: `The request body exceeds the limit of ${limit} bytes`,
+        limitBytes: limit,
       })
     }
     const known = error.code ? FASTIFY_CLIENT_ERRORS[error.code] : undefined

@@ -1,6 +1,6 @@
 import { type TSchema, Type } from 'typebox'
 import { invalidField } from './errors.ts'
-import { LOWERCASE_KEYWORD } from './validation.ts'
+import { BOUNDED_JSON_KEYWORD, type JsonBounds, LOWERCASE_KEYWORD } from './validation.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
 export const ErrorSchema = Type.Object(
@@ -118,3 +118,10 @@ export const PageQuery = {
   limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Items per page' }),
   offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0, description: 'Items to skip' }),
 }
+
+/**
+ * The bounds of a free-form JSON object in a request (one whose properties the schema does not
+ * list, such as a JWK): every such object must carry them (validation.ts BOUNDED_JSON_KEYWORD),
+ * so a 10,000-level or million-key value is a 400 naming the bound, not a failure further on.
+ */
+export const boundedJson = (bounds: JsonBounds) => ({ [BOUNDED_JSON_KEYWORD]: bounds })
