@@ -70,6 +70,41 @@ function clientHints(node: Json): Json {
   return out
 }
 
+/** What each error status of the API answers (src/platform/errors.ts, error-handler.ts). */
+const ERROR_EXAMPLES: Record<string, Json> = {
+  '401': { error: 'unauthorized', message: 'A valid API key is required in the X-Api-Key header' },
+  '403': {
+    error: 'insufficient_scope',
+    message: 'This API key lacks the scope keys:write',
+    requiredScope: 'keys:write',
+  },
+  '404': { error: 'key_not_found', message: 'Key not found' },
+  '409': {
+    error: 'key_state_conflict',
+    message: 'A key in state Disabled cannot be used to encrypt',
+    state: 'Disabled',
+  },
+  '413': {
+    error: 'payload_too_large',
+    message: 'The request body exceeds the limit of 1048576 bytes',
+    limitBytes: 1048576,
+  },
+  '415': {
+    error: 'unsupported_media_type',
+    message:
+      'Content-Type must be application/json (/encrypt and /decrypt also take application/octet-stream)',
+  },
+  '429': {
+    error: 'crypto_busy',
+    message: 'Too many heavy operations are waiting for this tenant',
+    retryAfterSeconds: 1,
+  },
+  '503': {
+    error: 'audit_unavailable',
+    message: 'The audit log cannot be written; the operation was not performed',
+  },
+}
+
 /**
  * The example of a media type: the first `examples` entry of its (named or inline) schema; and
  * a raw media type's schema says it is bytes.
@@ -80,9 +115,9 @@ function describeMedia(doc: Json): void {
     if (!isObject(item)) continue
     for (const operation of Object.values(item)) {
       if (!isObject(operation)) continue
-      const bodies: unknown[] = [operation['requestBody']]
-      if (isObject(operation['responses'])) bodies.push(...Object.values(operation['responses']))
-      for (const body of bodies) {
+      const bodies: [string, unknown][] = [['request', operation['requestBody']]]
+      if (isObject(operation['responses'])) bodies.push(...Object.entries(operation['responses']))
+      for (const [status, body] of bodies) {
         if (!isObject(body) || !isObject(body['content'])) continue
         for (const [type, media] of Object.entries(body['content'])) {
           const schema = isObject(media) ? media['schema'] : undefined
@@ -93,6 +128,12 @@ function describeMedia(doc: Json): void {
             media['schema'] = { type: 'string', format: 'binary', ...schema }
           }
           if (media['example'] !== undefined) continue
+          // Error answers share one schema; the example shows what this status really carries.
+          const errorExample = ERROR_EXAMPLES[status]
+          if (errorExample !== undefined && type.includes('json')) {
+            media['example'] = errorExample
+            continue
+          }
           const examples = schema['examples']
           if (Array.isArray(examples) && examples.length > 0) media['example'] = examples[0]
         }
