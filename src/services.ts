@@ -77,7 +77,11 @@ export async function createServices(
   const audit = createAuditLog({ sql, logger, timeoutMs: config.auditWriteTimeoutMs })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
-  const cryptoPool = createCryptoPool()
+  const cryptoPool = createCryptoPool({
+    maxThreads: config.cryptoPool.threads,
+    taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
+    tenantMaxQueue: config.cryptoPool.tenantMaxQueue,
+  })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
   const random = createEntropyChainFromConfig(config.entropy, logger.child({ component: 'entropy' }))

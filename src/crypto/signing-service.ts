@@ -96,10 +96,11 @@ export function createSigningService(deps: {
           states: ENCRYPT_STATES,
           operation: 'sign',
         })
-        const random = deps.random.bytes(32)
+        // A PSS salt may be longer than 32 bytes when the caller names its length.
+        const random = deps.random.bytes(Math.max(32, input.options.saltLength ?? 0))
         checkDigest(key.spec, input.options, input.message)
         const signature = runsInPool(key.spec, input.options, 'sign')
-          ? await pool.sign({
+          ? await pool.sign(actor.tenantId, {
               spec: key.spec,
               key: key.opened.secretKey,
               message: input.message,
@@ -139,7 +140,7 @@ export function createSigningService(deps: {
         const publicKey = key.opened.publicKey!
         checkDigest(key.spec, input.options, input.message)
         const valid = runsInPool(key.spec, input.options, 'verify')
-          ? await pool.verify({
+          ? await pool.verify(actor.tenantId, {
               spec: key.spec,
               key: publicKey,
               message: input.message,

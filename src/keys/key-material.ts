@@ -13,6 +13,14 @@ import {
 } from 'node:crypto'
 import { isStrictBase64 } from '../platform/base64.ts'
 import { type Algorithm, type AlgorithmName, algorithmByName } from './algorithms.ts'
+import {
+  checkKdfCost,
+  EncryptedKeyError,
+  encryptedKeyCost,
+  encryptPkcs8,
+  MIN_EXPORT_PASSWORD_LENGTH,
+  toPem,
+} from './pkcs8-encryption.ts'
 
 /**
  * Key material as stored (sealed) and exported. Pure functions over node:crypto, so the crypto
@@ -333,9 +341,61 @@ function checkConsistent(privateKey: KeyObject, algorithm: Algorithm): void {
   }
 }
 
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END /g
+
+/** The DER structures in the material that OpenSSL may parse as a private key. */
+function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: boolean }[] {
+  if (typeof request.material !== 'string') return []
+  const text = request.material
+  if (request.format === 'PEM' || PEM_LABEL.test(text)) {
+    // Every block, whatever its label: OpenSSL's decoders are not bound to the label we expect.
+    return [...text.matchAll(PEM_BLOCK)].map((block) => ({
+      // Header lines (Proc-Type, DEK-Info) contain ':'; the legacy PEM encryption they name runs
+      // one MD5 round, so it needs no bound.
+      der: Buffer.from(
+        block[2]!
+          .split('\n')
+          .filter((line) => !line.includes(':'))
+          .join(''),
+        'base64',
+      ),
+      encryptedLabel: block[1] === 'ENCRYPTED PRIVATE KEY',
+    }))
+  }
+  if (request.format === 'PKCS#8' || request.format === 'DER') {
+    return [{ der: decodeBase64(text, 'keyMaterial'), encryptedLabel: false }]
+  }
+  return []
+}
+
+/**
+ * Refuses an encrypted PKCS#8 key whose key-derivation cost is past the bounds
+ * (pkcs8-encryption.ts), before any KDF runs. Cheap: the pool calls it on the event loop.
+ */
+export function checkImportCost(request: ImportRequest): void {
+  if (algorithmByName(request.algorithm).spec.kind === 'hmac') return
+  try {
+    for (const { der, encryptedLabel } of derCandidates(request)) {
+      const cost = encryptedKeyCost(der)
+      if (cost) checkKdfCost(cost)
+      else if (encryptedLabel) {
+        throw new KeyMaterialError(
+          'invalid_key_material',
+          'keyMaterial: the encrypted key structure is malformed',
+        )
+      }
+    }
+  } catch (error) {
+    if (error instanceof EncryptedKeyError) throw new KeyMaterialError(error.code, error.message)
+    throw error
+  }
+}
+
 export function importMaterial(request: ImportRequest): KeyMaterial {
   const algorithm = algorithmByName(request.algorithm)
   if (algorithm.spec.kind === 'hmac') return { secret: importHmacSecret(request, algorithm), publicKey: null }
+  // Again here, for any caller that did not go through the pool.
+  checkImportCost(request)
   let key: KeyObject
   switch (request.format) {
     case 'PEM':
@@ -433,6 +493,12 @@ export function exportPrivate(
   password: string | undefined,
 ): PrivateExport {
   const spec = algorithm.spec
+  if (password !== undefined && password.length < MIN_EXPORT_PASSWORD_LENGTH) {
+    throw new KeyMaterialError(
+      'validation_failed',
+      `body/password must be at least ${MIN_EXPORT_PASSWORD_LENGTH} characters`,
+    )
+  }
   if (password !== undefined && format !== 'PEM' && format !== 'DER') {
     throw new KeyMaterialError(
       'format_not_supported',
@@ -450,17 +516,21 @@ export function exportPrivate(
     throw new KeyMaterialError('format_not_supported', 'HMAC secrets are exported as RAW or JWK')
   }
   const key = createPrivateKey({ key: secret, format: 'der', type: 'pkcs8' })
-  const encryption = password !== undefined ? { cipher: 'aes-256-cbc', passphrase: password } : {}
+  if (password !== undefined) {
+    // Not KeyObject.export's passphrase: that derives the key with 2,048 PBKDF2 iterations.
+    const encrypted = encryptPkcs8(key.export({ format: 'der', type: 'pkcs8' }), password)
+    return {
+      value: format === 'PEM' ? toPem(encrypted, 'ENCRYPTED PRIVATE KEY') : encrypted.toString('base64'),
+      encrypted: true,
+    }
+  }
   switch (format) {
     case 'PEM':
-      return {
-        value: key.export({ format: 'pem', type: 'pkcs8', ...encryption }) as string,
-        encrypted: password !== undefined,
-      }
+      return { value: key.export({ format: 'pem', type: 'pkcs8' }) as string, encrypted: false }
     case 'DER':
       return {
-        value: (key.export({ format: 'der', type: 'pkcs8', ...encryption }) as Buffer).toString('base64'),
-        encrypted: password !== undefined,
+        value: (key.export({ format: 'der', type: 'pkcs8' }) as Buffer).toString('base64'),
+        encrypted: false,
       }
     case 'JWK':
       return { value: key.export({ format: 'jwk' }) as Record<string, unknown>, encrypted: false }
