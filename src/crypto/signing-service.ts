@@ -107,7 +107,9 @@ export function createSigningService(deps: {
               options: input.options,
               random,
             })
-          : createSignature(key.spec, key.opened.secretKey, input.message, input.options, () => random)
+          : createSignature(key.spec, key.opened.secretKey, input.message, input.options, (length) =>
+              random.subarray(0, length),
+            )
         const signingScheme = schemeName(key.spec, input.options)
         return {
           result: {
