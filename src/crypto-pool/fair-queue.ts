@@ -46,6 +46,7 @@ export function createFairQueue<T, R>(options: {
   const lastCall = new Map<string, number>()
   let queuedTotal = 0
   let runningTotal = 0
+  let recheck: NodeJS.Timeout | undefined
 
   const busy = (status: number, message: string) =>
     new AppError(status, 'crypto_busy', message, { retryAfterSeconds: 1 })
@@ -77,7 +78,18 @@ export function createFairQueue<T, R>(options: {
           break
         }
       }
-      if (chosen === undefined) return
+      if (chosen === undefined) {
+        // A thread is free but held for tenants that were active a moment ago: look again once
+        // the window has passed, so that the waiting tasks do not wait for an unrelated event.
+        if (!recheck) {
+          recheck = setTimeout(() => {
+            recheck = undefined
+            dispatch()
+          }, options.activeWindowMs)
+          recheck.unref()
+        }
+        return
+      }
       const queue = queues.get(chosen)!
       const job = queue.shift()!
       queuedTotal--
@@ -132,6 +144,7 @@ export function createFairQueue<T, R>(options: {
     queued: () => queuedTotal,
     running: () => runningTotal,
     close() {
+      clearTimeout(recheck)
       for (const queue of queues.values()) {
         for (const job of queue)
           job.reject(new AppError(503, 'shutting_down', 'The service is shutting down'))
