@@ -138,6 +138,40 @@ describe('encrypted PKCS#8 import: KDF cost bounds', () => {
     await refusedWithoutPoolTask('DER', ber.toString('base64'), 'invalid_key_material', 'BER')
   })
 
+  test('an ENCRYPTED PRIVATE KEY block with legacy PEM headers is refused; a legacy-encrypted RSA PEM still imports', async () => {
+    const body = toPem(pbkdf2Encrypted(2 ** 31 - 1), 'ENCRYPTED PRIVATE KEY').replace(
+      '-----\n',
+      '-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,00112233445566778899AABBCCDDEEFF\n\n',
+    )
+    await refusedWithoutPoolTask('PEM', body, 'invalid_key_material', 'PEM headers')
+
+    const plain = execFileSync('openssl', [
+      'genpkey',
+      '-algorithm',
+      'RSA',
+      '-pkeyopt',
+      'rsa_keygen_bits:2048',
+    ])
+    const legacy = execFileSync(
+      'openssl',
+      ['rsa', '-traditional', '-aes256', '-passout', `pass:${PASSWORD}`],
+      { input: plain, stdio: ['pipe', 'pipe', 'pipe'] },
+    ).toString()
+    assert.match(legacy, /Proc-Type: 4,ENCRYPTED/)
+    const res = await svc.request('POST', IMPORT, {
+      key: tenant.key,
+      body: {
+        name: `legacy-${randomBytes(4).toString('hex')}`,
+        keyType: 'Signing',
+        algorithm: 'RSA-2048',
+        format: 'PEM',
+        keyMaterial: legacy,
+        password: PASSWORD,
+      },
+    })
+    assert.equal(res.status, 201, res.text)
+  })
+
   test('keys within the bounds still import: openssl scrypt (N=16384, r=8, p=1) and PBKDF2', async () => {
     const { privateKey } = generateKeyPairSync('ed25519')
     const plain = privateKey.export({ format: 'pem', type: 'pkcs8' }) as string

@@ -349,18 +349,25 @@ function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: b
   const text = request.material
   if (request.format === 'PEM' || PEM_LABEL.test(text)) {
     // Every block, whatever its label: OpenSSL's decoders are not bound to the label we expect.
-    return [...text.matchAll(PEM_BLOCK)].map((block) => ({
-      // Header lines (Proc-Type, DEK-Info) contain ':'; the legacy PEM encryption they name runs
-      // one MD5 round, so it needs no bound.
-      der: Buffer.from(
-        block[2]!
-          .split('\n')
-          .filter((line) => !line.includes(':'))
-          .join(''),
-        'base64',
-      ),
-      encryptedLabel: block[1] === 'ENCRYPTED PRIVATE KEY',
-    }))
+    const candidates: { der: Buffer; encryptedLabel: boolean }[] = []
+    for (const block of text.matchAll(PEM_BLOCK)) {
+      const encryptedLabel = block[1] === 'ENCRYPTED PRIVATE KEY'
+      const lines = block[2]!.split('\n')
+      if (lines.some((line) => line.includes(':'))) {
+        // Header lines (Proc-Type, DEK-Info): legacy PEM encryption, one MD5 round, and a body
+        // that is ciphertext, not DER. Under this label it would wrap a PBES2 key whose cost
+        // could not be read before decryption.
+        if (encryptedLabel) {
+          throw new KeyMaterialError(
+            'invalid_key_material',
+            'keyMaterial: an ENCRYPTED PRIVATE KEY block has no PEM headers',
+          )
+        }
+        continue
+      }
+      candidates.push({ der: Buffer.from(lines.join(''), 'base64'), encryptedLabel })
+    }
+    return candidates
   }
   if (request.format === 'PKCS#8' || request.format === 'DER') {
     return [{ der: decodeBase64(text, 'keyMaterial'), encryptedLabel: false }]
