@@ -84,6 +84,26 @@ describe('encrypted PKCS#8 import: KDF cost bounds', () => {
     await refusedWithoutPoolTask('PEM', text, 'kdf_cost_too_high', 'mislabelled PEM')
   })
 
+  test('the PEM scan is bounded: more than 16 blocks are refused, a BEGIN without END is not a block', async () => {
+    const many = toPem(pbkdf2Encrypted(1000), 'PRIVATE KEY').repeat(17)
+    const message = await refusedWithoutPoolTask('PEM', many, 'invalid_key_material', '17 blocks')
+    assert.match(message, /more than 16 PEM blocks/)
+    // 7,000 BEGIN lines with no END (the 200,000-character limit of keyMaterial): one scan, no
+    // block, and the usual parse error.
+    const res = await svc.request('POST', IMPORT, {
+      key: tenant.key,
+      body: {
+        name: 'begins',
+        keyType: 'Signing',
+        algorithm: 'Ed25519',
+        format: 'PEM',
+        keyMaterial: '-----BEGIN PRIVATE KEY-----'.repeat(7000),
+      },
+    })
+    assert.equal(res.status, 400, res.text)
+    assert.equal(res.body.error, 'invalid_key_material')
+  })
+
   test('scrypt past the memory bound (128*N*r) or the parallelism bound is refused', async () => {
     const huge = await refusedWithoutPoolTask(
       'PKCS#8',

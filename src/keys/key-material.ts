@@ -341,7 +341,25 @@ function checkConsistent(privateKey: KeyObject, algorithm: Algorithm): void {
   }
 }
 
-const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END /g
+const PEM_BEGIN = /^-----BEGIN ([A-Z0-9 ]+)-----/
+const MAX_PEM_BLOCKS = 16
+
+/**
+ * The PEM blocks of a text, by one forward scan: a regular expression with a lazy body would
+ * rescan to the end for each BEGIN without an END (quadratic in a 1 MB body, on the event loop).
+ */
+function pemBlocks(text: string): { label: string; body: string }[] {
+  const blocks: { label: string; body: string }[] = []
+  let at = text.indexOf('-----BEGIN ')
+  while (at >= 0 && blocks.length <= MAX_PEM_BLOCKS) {
+    const begin = PEM_BEGIN.exec(text.slice(at, at + 100))
+    const end = text.indexOf('-----END ', at)
+    if (end < 0) break
+    if (begin) blocks.push({ label: begin[1]!, body: text.slice(at + begin[0].length, end) })
+    at = text.indexOf('-----BEGIN ', end)
+  }
+  return blocks
+}
 
 /** The DER structures in the material that OpenSSL may parse as a private key. */
 function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: boolean }[] {
@@ -350,10 +368,17 @@ function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: b
   if (request.format === 'PEM' || PEM_LABEL.test(text)) {
     // Every block, whatever its label: OpenSSL's decoders are not bound to the label we expect.
     const candidates: { der: Buffer; encryptedLabel: boolean }[] = []
-    for (const block of text.matchAll(PEM_BLOCK)) {
-      const encryptedLabel = block[1] === 'ENCRYPTED PRIVATE KEY'
-      const lines = block[2]!.split('\n')
-      if (lines.some((line) => line.includes(':'))) {
+    const blocks = pemBlocks(text)
+    // One key is one block; a pile of them is not a key, and each would cost a parse here.
+    if (blocks.length > MAX_PEM_BLOCKS) {
+      throw new KeyMaterialError(
+        'invalid_key_material',
+        `keyMaterial holds more than ${MAX_PEM_BLOCKS} PEM blocks`,
+      )
+    }
+    for (const block of blocks) {
+      const encryptedLabel = block.label === 'ENCRYPTED PRIVATE KEY'
+      if (block.body.includes(':')) {
         // Header lines (Proc-Type, DEK-Info): legacy PEM encryption, one MD5 round, and a body
         // that is ciphertext, not DER. Under this label it would wrap a PBES2 key whose cost
         // could not be read before decryption.
@@ -365,7 +390,8 @@ function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: b
         }
         continue
       }
-      candidates.push({ der: Buffer.from(lines.join(''), 'base64'), encryptedLabel })
+      // Node's Base64 decoder skips the line breaks.
+      candidates.push({ der: Buffer.from(block.body, 'base64'), encryptedLabel })
     }
     return candidates
   }
