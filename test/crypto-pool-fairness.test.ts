@@ -55,7 +55,7 @@ describe('crypto pool fairness across tenants', () => {
     // Warm-up (threads started, statements prepared), then A alone.
     for (let i = 0; i < 3; i++) await timedCreate()
     const idle: number[] = []
-    for (let i = 0; i < 7; i++) idle.push(await timedCreate())
+    for (let i = 0; i < 9; i++) idle.push(await timedCreate())
 
     let finished = 0
     const flood = Array.from({ length: 60 }, (_, i) =>
@@ -70,10 +70,14 @@ describe('crypto pool fairness across tenants', () => {
     assert.ok(pool.stats().queued >= 10, `B's signatures are queued (${pool.stats().queued})`)
 
     const flooded: number[] = []
-    for (let i = 0; i < 7; i++) {
-      const measuredDuringFlood = finished < 60
+    for (let i = 0; i < 9; i++) {
       flooded.push(await timedCreate())
-      assert.ok(measuredDuringFlood, `A's request ${i} was made while B's flood was still running`)
+      // Each of A's calls began and ended inside the flood: a call that waited for the flood to
+      // drain (as with one FIFO for everyone) ends with B's signatures nearly all done.
+      assert.ok(
+        60 - finished >= 30,
+        `A's request ${i} ended with ${60 - finished} of B's 60 signatures outstanding (at least 30 expected)`,
+      )
     }
     const stillRunning = 60 - finished
     const results: HttpResult[] = await Promise.all(flood)
@@ -83,7 +87,6 @@ describe('crypto pool fairness across tenants', () => {
     t.diagnostic(
       `A idle median ${median(idle).toFixed(1)} ms, during flood ${median(flooded).toFixed(1)} ms, ratio ${ratio.toFixed(2)}; B had ${stillRunning} signatures left when A finished`,
     )
-    assert.ok(stillRunning > 0, 'all of A was measured during the flood')
     assert.ok(ratio <= 3, `A's latency during B's flood is ${ratio.toFixed(2)}x its idle latency (limit 3x)`)
   })
 })
