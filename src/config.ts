@@ -46,6 +46,16 @@ export interface Config {
    * they are not public addresses (docs/decisions.md, "Hardening: outbound requests"). Empty by default.
    */
   outboundAllow: string[]
+  cryptoPool: CryptoPoolConfig
+}
+
+/** The crypto worker pool (src/crypto-pool): size, per-task deadline, per-tenant queue bound. */
+export interface CryptoPoolConfig {
+  threads: number
+  /** A task still running past this is stopped (its thread terminated): 503 crypto_task_timeout. */
+  taskTimeoutMs: number
+  /** Tasks one tenant may have waiting; one more is answered 429 crypto_busy. */
+  tenantMaxQueue: number
 }
 
 export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
@@ -215,6 +225,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     role: role(env),
     secretVersionsKept: integer(env, 'KMS_SECRET_VERSIONS_KEPT', 10, 1, 1000),
     outboundAllow: outboundAllow(env),
+    cryptoPool: {
+      threads: integer(env, 'KMS_CRYPTO_THREADS', Math.max(1, availableParallelism()), 1, 256),
+      taskTimeoutMs: integer(env, 'KMS_CRYPTO_TASK_TIMEOUT_MS', 30_000, 10, 600_000),
+      tenantMaxQueue: integer(env, 'KMS_CRYPTO_TENANT_QUEUE', 64, 1, 10_000),
+    },
     jobs: jobsConfig(env),
   }
 }

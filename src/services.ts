@@ -99,7 +99,12 @@ export async function createServices(
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
-  const cryptoPool = createCryptoPool({ onTaskDone: metrics.poolTaskDone })
+  const cryptoPool = createCryptoPool({
+    maxThreads: config.cryptoPool.threads,
+    taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
+    tenantMaxQueue: config.cryptoPool.tenantMaxQueue,
+    onTaskDone: metrics.poolTaskDone,
+  })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
   const outbound = createOutboundClient({

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { createHash, createPublicKey, verify as nodeVerify, randomBytes, randomUUID } from 'node:crypto'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { after, before, describe, test } from 'node:test'
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js'
 import { slh_dsa_sha2_128s } from '@noble/post-quantum/slh-dsa.js'
+import { verifySignature } from '../src/crypto/signing.ts'
 import { DAY_MS } from '../src/platform/clock.ts'
 import { apiClient, b64, unb64, uniqueName } from './helpers/api-client.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
@@ -77,6 +77,17 @@ const EC_CASES = ALGORITHMS.filter((c) => c.family === 'ec')
 const RSA_CASES = ALGORITHMS.filter((c) => c.family === 'rsa')
 
 const digestOf = (hash: Hash, data: Buffer) => createHash(hash).update(data).digest()
+
+/** Wycheproof test vectors, copied unmodified (test/vectors/wycheproof/SOURCE.txt). */
+const VECTORS = join(import.meta.dirname, 'vectors', 'wycheproof')
+
+interface WycheproofPss {
+  testGroups: {
+    sLen: number
+    publicKeyPem: string
+    tests: { tcId: number; comment: string; msg: string; sig: string; result: 'valid' | 'invalid' }[]
+  }[]
+}
 
 /** The same bytes with one bit flipped. */
 function flipBit(bytes: Buffer, bit: number): Buffer {
@@ -707,12 +718,17 @@ describe('sign and verify', () => {
       )
     }
 
-    test('RSA-2048 from openssl: PSS with salt lengths 0, 20, 32 and max, and PKCS1, verify (RAW and DIGEST)', async () => {
+    test('RSA-2048 from openssl: PSS with salt 32 verifies; salt lengths 0, 20 and max only when named in saltLength; PKCS1 verifies (RAW and DIGEST)', async () => {
       const pem = openssl(['genpkey', '-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048']).toString()
       const keyId = await importKey('RSA-2048', 'PEM', pem)
       const f = files({ 'key.pem': pem, msg: message })
       const digest = b64(digestOf('sha256', message))
-      for (const saltlen of ['0', '20', '32', 'max']) {
+      for (const [saltlen, saltLength] of [
+        ['0', 0],
+        ['20', 20],
+        ['32', 32],
+        ['max', 222],
+      ] as const) {
         const sig = openssl([
           'dgst',
           '-sha256',
@@ -725,11 +741,29 @@ describe('sign and verify', () => {
           f['msg']!,
         ])
         assert.equal(sig.length, 256)
-        await assertServiceVerifies(keyId, sig, {}, `PSS salt ${saltlen}`)
+        // Issue 15, defect 12: without saltLength only the service's own length (32) verifies.
+        const byDefault = { valid: saltLength === 32, keyId, keyVersion: 1 }
+        await assertVerify(
+          { keyId, message: b64(message), signature: b64(sig) },
+          byDefault,
+          `PSS salt ${saltlen}`,
+        )
         await assertVerify(
           { keyId, message: digest, messageType: 'DIGEST', signature: b64(sig) },
-          { valid: true, keyId, keyVersion: 1 },
+          byDefault,
           `PSS salt ${saltlen}, DIGEST`,
+        )
+        await assertServiceVerifies(keyId, sig, { saltLength }, `PSS salt ${saltlen} named`)
+        await assertVerify(
+          { keyId, message: digest, messageType: 'DIGEST', signature: b64(sig), saltLength },
+          { valid: true, keyId, keyVersion: 1 },
+          `PSS salt ${saltlen} named, DIGEST`,
+        )
+        const wrong = saltLength === 222 ? 221 : saltLength + 1
+        await assertVerify(
+          { keyId, message: b64(message), signature: b64(sig), saltLength: wrong },
+          { valid: false, keyId, keyVersion: 1 },
+          `PSS salt ${saltlen} checked as ${wrong}`,
         )
       }
       const pkcs1 = openssl(['dgst', '-sha256', '-sign', f['key.pem']!, f['msg']!])
@@ -1003,25 +1037,134 @@ describe('sign and verify', () => {
   })
 
   // -------------------------------------------------------------------------------------------
+  describe('RSA-PSS salt length (issue 15, defect 12)', () => {
+    test("Wycheproof rsa_pss_2048_sha256_mgf1_32: every vector gives its expected result, RAW and DIGEST; 's_len changed' vectors verify only under their salt length", () => {
+      const file = JSON.parse(
+        readFileSync(join(VECTORS, 'rsa_pss_2048_sha256_mgf1_32_test.json'), 'utf8'),
+      ) as WycheproofPss
+      const spec = { kind: 'rsa', modulusLength: 2048 } as const
+      const options = { messageType: 'RAW', rsaPadding: 'PSS', signatureFormat: 'DER' } as const
+      let checked = 0
+      const saltChanged: number[] = []
+      for (const group of file.testGroups) {
+        assert.equal(group.sLen, 32)
+        const publicKey = createPublicKey(group.publicKeyPem)
+        for (const t of group.tests) {
+          const msg = Buffer.from(t.msg, 'hex')
+          const sig = Buffer.from(t.sig, 'hex')
+          const expected = t.result === 'valid'
+          const what = `tcId ${t.tcId} (${t.comment})`
+          assert.equal(verifySignature(spec, publicKey, msg, sig, options), expected, `${what}, RAW`)
+          const digest = digestOf('sha256', msg)
+          assert.equal(
+            verifySignature(spec, publicKey, digest, sig, { ...options, messageType: 'DIGEST' }),
+            expected,
+            `${what}, DIGEST`,
+          )
+          const changed = /^s_len changed to (\d+)$/.exec(t.comment)
+          if (changed) {
+            const saltLength = Number(changed[1])
+            saltChanged.push(saltLength)
+            assert.equal(t.result, 'invalid', what)
+            assert.equal(
+              verifySignature(spec, publicKey, msg, sig, { ...options, saltLength }),
+              true,
+              `${what} named`,
+            )
+            assert.equal(
+              verifySignature(spec, publicKey, digest, sig, {
+                ...options,
+                messageType: 'DIGEST',
+                saltLength,
+              }),
+              true,
+              `${what} named, DIGEST`,
+            )
+          }
+          checked++
+        }
+      }
+      assert.equal(checked, 108)
+      assert.deepEqual(
+        saltChanged.sort((a, b) => a - b),
+        [0, 1, 20, 31, 33, 222],
+      )
+    })
+
+    test('saltLength on sign and verify: a 20-byte salt verifies only as 20 (service and openssl); out of range is 400 naming the field', async () => {
+      const keyId = keys.get('RSA-2048')!
+      const message = Buffer.from(`salt ${randomBytes(8).toString('hex')}`)
+      for (const messageType of ['RAW', 'DIGEST'] as const) {
+        const input = messageType === 'RAW' ? message : digestOf('sha256', message)
+        const signed = await sign({ keyId, message: b64(input), messageType, saltLength: 20 })
+        assert.equal(signed.signingScheme, 'RSASSA-PSS-SHA256')
+        const keyVersion = signed.keyVersion
+        const body = { keyId, keyVersion, message: b64(input), messageType, signature: signed.signature }
+        await assertVerify(body, { valid: false, keyId, keyVersion }, `${messageType}: default salt length`)
+        await assertVerify(
+          { ...body, saltLength: 20 },
+          { valid: true, keyId, keyVersion },
+          `${messageType}: salt length 20`,
+        )
+        const f = files({
+          'key.pem': await exportPublic(keyId, 'PEM', keyVersion),
+          msg: message,
+          sig: unb64(signed.signature),
+        })
+        const args = ['dgst', '-sha256', '-verify', f['key.pem']!, '-sigopt', 'rsa_padding_mode:pss']
+        assert.ok(
+          opensslVerifies([...args, '-sigopt', 'rsa_pss_saltlen:20', '-signature', f['sig']!, f['msg']!]),
+        )
+        assert.ok(
+          !opensslVerifies([...args, '-sigopt', 'rsa_pss_saltlen:32', '-signature', f['sig']!, f['msg']!]),
+        )
+      }
+
+      const tooLong = await call('POST', '/sign', { keyId, message: b64(message), saltLength: 223 })
+      assertError(tooLong, 400, 'validation_failed', 'salt 223 on RSA-2048')
+      assert.match(tooLong.body.message, /body\/saltLength must be between 0 and 222/)
+      const verifyTooLong = await verify({
+        keyId,
+        message: b64(message),
+        signature: b64(randomBytes(256)),
+        saltLength: 223,
+      })
+      assertError(verifyTooLong, 400, 'validation_failed', 'verify, salt 223 on RSA-2048')
+      const pkcs1 = await call('POST', '/sign', {
+        keyId,
+        message: b64(message),
+        rsaPadding: 'PKCS1',
+        saltLength: 20,
+      })
+      assertError(pkcs1, 400, 'validation_failed', 'saltLength with PKCS1')
+      assert.match(pkcs1.body.message, /body\/saltLength/)
+      const ed = await call('POST', '/sign', {
+        keyId: keys.get('Ed25519')!,
+        message: b64(message),
+        saltLength: 20,
+      })
+      assertError(ed, 400, 'validation_failed', 'saltLength on Ed25519')
+      const huge = await call('POST', '/sign', { keyId, message: b64(message), saltLength: 100_000 })
+      assertError(huge, 400, 'validation_failed', 'saltLength past the schema bound')
+      assert.match(huge.body.message, /saltLength/)
+    })
+  })
+
+  // -------------------------------------------------------------------------------------------
   describe('event loop', () => {
-    test('SLH-DSA-128s: 20 concurrent signatures are made in the crypto pool; event-loop delay p99 stays under 50 ms', async (t) => {
+    // Structural, not timed (a delay bound fails on a busy machine): each signature is one task
+    // of the crypto pool's worker threads, so the event loop never computed one.
+    test('SLH-DSA-128s: 20 concurrent signatures are each made by a crypto-pool task, off the event loop', async () => {
       const keyId = await createKey('SLH-DSA-128s')
       const raw = unb64(await exportPublic(keyId, 'RAW', 1))
       const pool = svc.api.services.cryptoPool
       const messages = Array.from({ length: 20 }, (_, i) => Buffer.from(`concurrent message ${i}`))
 
       const tasksBefore = pool.completedTasks()
-      const histogram = monitorEventLoopDelay({ resolution: 10 })
-      histogram.enable()
-      let results: HttpResult[]
-      try {
-        results = await Promise.all(messages.map((m) => call('POST', '/sign', { keyId, message: b64(m) })))
-      } finally {
-        histogram.disable()
-      }
-      const p99Ms = histogram.percentile(99) / 1e6
+      const results = await Promise.all(
+        messages.map((m) => call('POST', '/sign', { keyId, message: b64(m) })),
+      )
       const completed = pool.completedTasks() - tasksBefore
-      t.diagnostic(`event-loop delay p99 ${p99Ms.toFixed(1)} ms, max ${(histogram.max / 1e6).toFixed(1)} ms`)
 
       for (const [i, res] of results.entries()) {
         assert.equal(res.status, 200, `request ${i}: ${res.text}`)
@@ -1029,8 +1172,12 @@ describe('sign and verify', () => {
         const sig = unb64(res.body.signature)
         assert.equal(slh_dsa_sha2_128s.verify(sig, messages[i]!, raw), true, `signature ${i} verifies`)
       }
-      assert.ok(completed >= 20, `the crypto pool completed ${completed} tasks, expected at least 20`)
-      assert.ok(p99Ms < 50, `event-loop delay p99 was ${p99Ms.toFixed(1)} ms`)
+      assert.equal(completed, 20, 'one crypto-pool task per signature')
+      assert.deepEqual(
+        { queued: pool.stats().queued, running: pool.stats().running },
+        { queued: 0, running: 0 },
+        'no task left behind',
+      )
     })
   })
 })

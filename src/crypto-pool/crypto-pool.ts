@@ -5,93 +5,152 @@ import { fromCompact, type SealedEnvelope } from '../crypto/envelope.ts'
 import { type OpenItem, type SealItem, unpackBuffers } from '../crypto/envelope-batch.ts'
 import type { SignatureOptions } from '../crypto/signing.ts'
 import type { AlgorithmName, NodeKeySpec } from '../keys/algorithms.ts'
-import { type ImportRequest, type KeyMaterial, KeyMaterialError } from '../keys/key-material.ts'
+import {
+  checkImportCost,
+  type ImportRequest,
+  type KeyMaterial,
+  KeyMaterialError,
+  type PrivateExport,
+  type PrivateFormat,
+} from '../keys/key-material.ts'
 import { AppError } from '../platform/errors.ts'
+import { createFairQueue } from './fair-queue.ts'
 import type { CryptoTask, TaskResult } from './tasks.ts'
+
+export type TaskOutcome = 'ok' | 'error' | 'timeout'
 
 /**
  * Worker threads for crypto too slow for the event loop: key generation (RSA-4096 takes
  * hundreds of milliseconds, SLH-DSA ~100 ms), import (parsing may run a password KDF and
  * always runs a pairwise consistency test), SLH-DSA signatures (~0.25 s each), pure-JS ECDSA
- * over a given digest, and batch chunks. Threads start on demand and leave when idle.
+ * over a given digest, password-protected export and batch chunks. Threads start on demand and
+ * leave when idle.
+ *
+ * Every call names the tenant it works for: tasks wait in per-tenant queues served round-robin,
+ * so that one tenant's flood cannot starve the others (fair-queue.ts), and every task runs under
+ * a deadline past which its thread is terminated.
  */
 export interface CryptoPool {
-  generateKey(algorithm: AlgorithmName): Promise<KeyMaterial>
-  /** Throws KeyMaterialError for material that does not fit the request. */
-  importKey(request: ImportRequest): Promise<KeyMaterial>
-  sign(request: {
-    spec: NodeKeySpec
-    key: KeyObject
-    message: Buffer
-    options: SignatureOptions
-    random: Buffer
-  }): Promise<Buffer>
-  verify(request: {
-    spec: NodeKeySpec
-    key: KeyObject
-    message: Buffer
-    signature: Buffer
-    options: SignatureOptions
-  }): Promise<boolean>
-  sealMany(keys: KeyObject[], items: SealItem[]): Promise<SealedEnvelope[]>
+  generateKey(tenantId: string, algorithm: AlgorithmName): Promise<KeyMaterial>
+  /** Throws KeyMaterialError for material that does not fit the request (or costs too much to open). */
+  importKey(tenantId: string, request: ImportRequest): Promise<KeyMaterial>
+  /** Password-protected PKCS#8 export: the KDF takes a good part of a second by design. */
+  exportPrivate(
+    tenantId: string,
+    request: { secret: Buffer; algorithm: AlgorithmName; format: PrivateFormat; password: string },
+  ): Promise<PrivateExport>
+  sign(
+    tenantId: string,
+    request: {
+      spec: NodeKeySpec
+      key: KeyObject
+      message: Buffer
+      options: SignatureOptions
+      random: Buffer
+    },
+  ): Promise<Buffer>
+  verify(
+    tenantId: string,
+    request: {
+      spec: NodeKeySpec
+      key: KeyObject
+      message: Buffer
+      signature: Buffer
+      options: SignatureOptions
+    },
+  ): Promise<boolean>
+  sealMany(tenantId: string, keys: KeyObject[], items: SealItem[]): Promise<SealedEnvelope[]>
   /** Null for each item that does not open. */
-  openMany(keys: KeyObject[], items: OpenItem[]): Promise<(Buffer | null)[]>
+  openMany(tenantId: string, keys: KeyObject[], items: OpenItem[]): Promise<(Buffer | null)[]>
   /** Worker threads the pool may run: batches are split into at least this many chunks. */
   threads: number
-  /** Tasks the worker threads have finished since the pool started. */
+  /** Tasks the worker threads have finished (ok, failed or stopped) since the pool started. */
   completedTasks(): number
-  /** Tasks waiting for a thread, running on one, and finished since the pool started (metrics). */
+  /** Tasks waiting in the tenants' queues, tasks on a thread, tasks finished. */
   stats(): { queued: number; running: number; completed: number }
   destroy(): Promise<void>
 }
 
+export interface CryptoPoolOptions {
+  maxThreads?: number
+  idleTimeoutMs?: number
+  /** Tasks waiting across all tenants past which a call is refused with 503 crypto_busy. */
+  maxQueue?: number
+  /** Tasks one tenant may have waiting past which its calls are refused with 429 crypto_busy. */
+  tenantMaxQueue?: number
+  /** Deadline of one task once on a thread: past it the thread is terminated (503 crypto_task_timeout). */
+  taskTimeoutMs?: number
+  /** How long after its last call a tenant still keeps a thread reserved for it (fair-queue.ts). */
+  activeWindowMs?: number
+  /** Monotonic milliseconds (injected for tests). */
+  now?: () => number
+  /** Called once per task that reached a thread, for metrics. */
+  onTaskDone?: (kind: string, durationMs: number, outcome: TaskOutcome) => void
+}
+
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-export function createCryptoPool(
-  options: {
-    maxThreads?: number
-    idleTimeoutMs?: number
-    maxQueue?: number
-    /** Told of every task when it settles: its kind, time from submission, and outcome (metrics). */
-    onTaskDone?: (kind: string, durationMs: number, outcome: 'ok' | 'error' | 'timeout') => void
-  } = {},
-): CryptoPool {
+export function createCryptoPool(options: CryptoPoolOptions = {}): CryptoPool {
   const threads = options.maxThreads ?? Math.max(1, availableParallelism())
+  const taskTimeoutMs = options.taskTimeoutMs ?? 30_000
+  const now = options.now ?? (() => performance.now())
   const pool = new Piscina<CryptoTask, TaskResult>({
     filename: new URL('./worker.ts', import.meta.url).href,
     minThreads: 0,
     maxThreads: threads,
     idleTimeout: options.idleTimeoutMs ?? 30_000,
-    // Backpressure: past this many waiting tasks a request is refused at once rather than
-    // waiting minutes behind a flood of RSA-4096 generations.
-    maxQueue: options.maxQueue ?? 256,
   })
+  let completed = 0
 
-  // Submitted and not yet settled: queued ones are in Piscina's queue, the rest are running.
-  let submitted = 0
-  async function run<T extends TaskResult>(task: CryptoTask): Promise<T> {
-    const started = performance.now()
-    let outcome: 'ok' | 'error' = 'error'
-    submitted++
+  /** One task on a thread, under its deadline. */
+  async function execute(task: CryptoTask): Promise<TaskResult> {
+    const abort = new AbortController()
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      // Piscina terminates the thread running an aborted task and starts a fresh one on demand:
+      // a runaway KDF or generation cannot hold a thread past its deadline.
+      abort.abort()
+    }, taskTimeoutMs)
+    const started = now()
+    let outcome: TaskOutcome = 'error'
     try {
-      const result = (await pool.run(task)) as T
+      const result = await pool.run(task, { signal: abort.signal })
       outcome = 'ok'
       return result
     } catch (error) {
-      if (pool.queueSize >= pool.options.maxQueue) {
-        throw new AppError(503, 'crypto_busy', 'The service is busy with heavy cryptography; retry shortly', {
-          retryAfterSeconds: 1,
-        })
+      if (timedOut) {
+        outcome = 'timeout'
+        throw new AppError(
+          503,
+          'crypto_task_timeout',
+          `The cryptographic operation exceeded its deadline of ${taskTimeoutMs} ms and was stopped`,
+          { retryAfterSeconds: 1 },
+        )
       }
       throw error
     } finally {
-      submitted--
-      options.onTaskDone?.(task.kind, performance.now() - started, outcome)
+      clearTimeout(timer)
+      completed++
+      options.onTaskDone?.(task.kind, now() - started, outcome)
     }
   }
 
-  async function material(task: CryptoTask): Promise<KeyMaterial> {
-    const result = await run<Extract<TaskResult, { secret: Uint8Array } | { ok: false }>>(task)
+  const queue = createFairQueue<CryptoTask, TaskResult>({
+    threads,
+    maxQueue: options.maxQueue ?? 256,
+    tenantMaxQueue: options.tenantMaxQueue ?? 64,
+    activeWindowMs: options.activeWindowMs ?? 1000,
+    now,
+    execute,
+  })
+
+  function run<T extends TaskResult>(tenantId: string, task: CryptoTask): Promise<T> {
+    return queue.submit(tenantId, task) as Promise<T>
+  }
+
+  async function material(tenantId: string, task: CryptoTask): Promise<KeyMaterial> {
+    const result = await run<Extract<TaskResult, { secret: Uint8Array } | { ok: false }>>(tenantId, task)
     if (!result.ok) throw new KeyMaterialError(result.code, result.message)
     return {
       secret: asBuffer(result.secret),
@@ -101,30 +160,46 @@ export function createCryptoPool(
 
   return {
     threads,
-    generateKey: (algorithm) => material({ kind: 'generateKey', algorithm }),
-    importKey: (request) => material({ kind: 'importKey', request }),
-    async sign(request) {
-      const result = await run<{ ok: true; signature: Uint8Array }>({ kind: 'sign', ...request })
+    generateKey: (tenantId, algorithm) => material(tenantId, { kind: 'generateKey', algorithm }),
+    async importKey(tenantId, request) {
+      // On the event loop, before any thread: a KDF cost past the bounds is refused without
+      // being paid (parsing the parameters is a few microseconds).
+      checkImportCost(request)
+      return material(tenantId, { kind: 'importKey', request })
+    },
+    async exportPrivate(tenantId, request) {
+      const result = await run<Extract<TaskResult, { value: unknown } | { ok: false }>>(tenantId, {
+        kind: 'exportPrivate',
+        ...request,
+      })
+      if (!result.ok) throw new KeyMaterialError(result.code, result.message)
+      return { value: result.value, encrypted: result.encrypted }
+    },
+    async sign(tenantId, request) {
+      const result = await run<{ ok: true; signature: Uint8Array }>(tenantId, { kind: 'sign', ...request })
       return asBuffer(result.signature)
     },
-    async verify(request) {
-      return (await run<{ ok: true; valid: boolean }>({ kind: 'verify', ...request })).valid
+    async verify(tenantId, request) {
+      return (await run<{ ok: true; valid: boolean }>(tenantId, { kind: 'verify', ...request })).valid
     },
-    async sealMany(keys, items) {
-      const result = await run<Extract<TaskResult, { packed: Uint8Array }>>({ kind: 'sealMany', keys, items })
+    async sealMany(tenantId, keys, items) {
+      const result = await run<Extract<TaskResult, { packed: Uint8Array }>>(tenantId, {
+        kind: 'sealMany',
+        keys,
+        items,
+      })
       return unpackBuffers(result).map((compact) => fromCompact(compact!)!)
     },
-    async openMany(keys, items) {
+    async openMany(tenantId, keys, items) {
       return unpackBuffers(
-        await run<Extract<TaskResult, { packed: Uint8Array }>>({ kind: 'openMany', keys, items }),
+        await run<Extract<TaskResult, { packed: Uint8Array }>>(tenantId, { kind: 'openMany', keys, items }),
       )
     },
-    completedTasks: () => pool.completed,
-    stats: () => ({
-      queued: pool.queueSize,
-      running: Math.max(0, submitted - pool.queueSize),
-      completed: pool.completed,
-    }),
-    destroy: () => pool.destroy(),
+    completedTasks: () => completed,
+    stats: () => ({ queued: queue.queued(), running: queue.running(), completed }),
+    async destroy() {
+      queue.close()
+      await pool.destroy()
+    },
   }
 }

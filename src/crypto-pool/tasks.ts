@@ -10,11 +10,14 @@ import {
 } from '../crypto/envelope-batch.ts'
 import { createSignature, type SignatureOptions, verifySignature } from '../crypto/signing.ts'
 import type { AlgorithmName, NodeKeySpec } from '../keys/algorithms.ts'
+import { algorithmByName } from '../keys/algorithms.ts'
 import {
+  exportPrivate,
   generateMaterial,
   type ImportRequest,
   importMaterial,
   KeyMaterialError,
+  type PrivateFormat,
 } from '../keys/key-material.ts'
 
 /**
@@ -42,6 +45,13 @@ export type CryptoTask =
       signature: Uint8Array
       options: SignatureOptions
     }
+  | {
+      kind: 'exportPrivate'
+      secret: Uint8Array
+      algorithm: AlgorithmName
+      format: PrivateFormat
+      password: string
+    }
   | { kind: 'sealMany'; keys: KeyObject[]; items: SealItem[] }
   | { kind: 'openMany'; keys: KeyObject[]; items: OpenItem[] }
 
@@ -51,6 +61,7 @@ export type MaterialResult =
 
 export type TaskResult =
   | MaterialResult
+  | { ok: true; value: string | Record<string, unknown>; encrypted: boolean }
   | { ok: true; signature: Uint8Array }
   | { ok: true; valid: boolean }
   /** sealMany: compact envelopes; openMany: plaintexts, -1 for items that failed. */
@@ -70,6 +81,19 @@ export function runTask(task: CryptoTask): TaskResult {
         if (error instanceof KeyMaterialError) return { ok: false, code: error.code, message: error.message }
         throw error
       }
+    case 'exportPrivate': {
+      const secret = asBuffer(task.secret)
+      try {
+        const exported = exportPrivate(secret, algorithmByName(task.algorithm), task.format, task.password)
+        return { ok: true, value: exported.value, encrypted: exported.encrypted }
+      } catch (error) {
+        if (error instanceof KeyMaterialError) return { ok: false, code: error.code, message: error.message }
+        throw error
+      } finally {
+        // This thread's copy of the private key.
+        secret.fill(0)
+      }
+    }
     case 'sign': {
       const random = asBuffer(task.random)
       const signature = createSignature(task.spec, task.key, asBuffer(task.message), task.options, (length) =>

@@ -177,7 +177,7 @@ export function createBatchService(deps: {
       const sealed = await chunked(
         work.map((w) => w.item),
         (chunk) => sealMany(keyObjects.list, chunk),
-        (chunk) => pool.sealMany(keyObjects.list, chunk),
+        (chunk) => pool.sealMany(actor.tenantId, keyObjects.list, chunk),
       )
       for (const [i, w] of work.entries()) {
         results[w.at] = { ok: true, ...sealed[i]!, keyId: w.keyId, keyVersion: w.keyVersion }
@@ -238,7 +238,7 @@ export function createBatchService(deps: {
       const plaintexts = await chunked(
         work.map((w) => w.item),
         (chunk) => openMany(keyObjects.list, chunk),
-        (chunk) => pool.openMany(keyObjects.list, chunk),
+        (chunk) => pool.openMany(actor.tenantId, keyObjects.list, chunk),
       )
       for (const [i, w] of work.entries()) {
         const plaintext = plaintexts[i]

@@ -32,6 +32,14 @@ const SchemeOptions = {
       description: 'ECDSA keys: DER-encoded (r, s), or IEEE P1363 fixed-length r || s (default: DER)',
     }),
   ),
+  saltLength: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 478,
+      description:
+        'RSA-PSS salt length in bytes (default 32, the SHA-256 length); verify accepts only this length. At most the key allows: 222 for RSA-2048, 350 for RSA-3072, 478 for RSA-4096',
+    }),
+  ),
 }
 
 const Message = Base64('The message (or its digest), Base64', MAX_MESSAGE_BASE64)
@@ -154,11 +162,13 @@ function optionsOf(body: {
   messageType?: 'RAW' | 'DIGEST' | undefined
   rsaPadding?: 'PSS' | 'PKCS1' | undefined
   signatureFormat?: 'DER' | 'P1363' | undefined
+  saltLength?: number | undefined
 }): SignatureOptions {
   return {
     messageType: body.messageType ?? 'RAW',
     rsaPadding: body.rsaPadding ?? 'PSS',
     signatureFormat: body.signatureFormat ?? 'DER',
+    saltLength: body.saltLength,
   }
 }
 

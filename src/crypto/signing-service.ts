@@ -96,17 +96,20 @@ export function createSigningService(deps: {
           states: ENCRYPT_STATES,
           operation: 'sign',
         })
-        const random = deps.random.bytes(32)
+        // A PSS salt may be longer than 32 bytes when the caller names its length.
+        const random = deps.random.bytes(Math.max(32, input.options.saltLength ?? 0))
         checkDigest(key.spec, input.options, input.message)
         const signature = runsInPool(key.spec, input.options, 'sign')
-          ? await pool.sign({
+          ? await pool.sign(actor.tenantId, {
               spec: key.spec,
               key: key.opened.secretKey,
               message: input.message,
               options: input.options,
               random,
             })
-          : createSignature(key.spec, key.opened.secretKey, input.message, input.options, () => random)
+          : createSignature(key.spec, key.opened.secretKey, input.message, input.options, (length) =>
+              random.subarray(0, length),
+            )
         const signingScheme = schemeName(key.spec, input.options)
         return {
           result: {
@@ -139,7 +142,7 @@ export function createSigningService(deps: {
         const publicKey = key.opened.publicKey!
         checkDigest(key.spec, input.options, input.message)
         const valid = runsInPool(key.spec, input.options, 'verify')
-          ? await pool.verify({
+          ? await pool.verify(actor.tenantId, {
               spec: key.spec,
               key: publicKey,
               message: input.message,

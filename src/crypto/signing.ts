@@ -28,9 +28,24 @@ export interface SignatureOptions {
   messageType: MessageType
   rsaPadding: RsaPadding
   signatureFormat: SignatureFormat
+  /**
+   * RSA-PSS salt length in bytes, for signing and verifying alike. Absent: the digest length
+   * (32), which is what the service signs with; verification accepts no other length unless
+   * the caller names it (RFC 8017 leaves the length to the application: accepting any makes
+   * verification weaker than the signer intended).
+   */
+  saltLength?: number | undefined
 }
 
-const PSS_SALT_BYTES = 32
+/** The service's PSS salt length: the SHA-256 digest length. */
+export const PSS_SALT_BYTES = 32
+
+/** The longest PSS salt an RSA key of this size allows: emLen - hLen - 2 (RFC 8017 §9.1.1). */
+export function maxPssSaltBytes(modulusBits: number): number {
+  return Math.ceil((modulusBits - 1) / 8) - 32 - 2
+}
+
+const saltOf = (options: SignatureOptions) => options.saltLength ?? PSS_SALT_BYTES
 const SHA256_DIGEST_INFO = Buffer.from('3031300d060960864801650304020105000420', 'hex')
 
 type Curve = typeof p256
@@ -71,6 +86,23 @@ const PURE_SCHEME_NAMES: Partial<Record<NodeKeySpec['kind'], string>> = {
  * the main thread: an error thrown in a worker thread loses its class on the way back).
  */
 export function checkDigest(spec: NodeKeySpec, options: SignatureOptions, message: Buffer): void {
+  if (options.saltLength !== undefined) {
+    if (spec.kind !== 'rsa' || options.rsaPadding !== 'PSS') {
+      throw new AppError(
+        400,
+        'validation_failed',
+        'body/saltLength applies to RSA keys with rsaPadding PSS only',
+      )
+    }
+    const max = maxPssSaltBytes(spec.modulusLength)
+    if (options.saltLength > max) {
+      throw new AppError(
+        400,
+        'validation_failed',
+        `body/saltLength must be between 0 and ${max} for a ${spec.modulusLength}-bit RSA key`,
+      )
+    }
+  }
   if (options.messageType !== 'DIGEST') return
   const hash = schemeHash(spec)
   if (!hash) {
@@ -105,13 +137,13 @@ export function createSignature(
 ): Buffer {
   const digest = options.messageType === 'DIGEST'
   if (spec.kind === 'rsa') {
-    if (!digest) return sign('sha256', message, rsaOptions(privateKey, options.rsaPadding, PSS_SALT_BYTES))
+    if (!digest) return sign('sha256', message, rsaOptions(privateKey, options.rsaPadding, saltOf(options)))
     // node:crypto signs messages only: the encoding of a given digest is done here and the
     // raw RSA private operation applied to it (RFC 8017 §9.1.1 and §9.2).
     const modulusBits = privateKey.asymmetricKeyDetails!.modulusLength!
     const encoded =
       options.rsaPadding === 'PSS'
-        ? encodePss(message, modulusBits - 1, random(PSS_SALT_BYTES))
+        ? encodePss(message, modulusBits - 1, random(saltOf(options)))
         : Buffer.concat([SHA256_DIGEST_INFO, message])
     const padding = options.rsaPadding === 'PSS' ? constants.RSA_NO_PADDING : constants.RSA_PKCS1_PADDING
     return privateEncrypt({ key: privateKey, padding }, encoded)
@@ -154,7 +186,7 @@ export function verifySignature(
         return verify(
           'sha256',
           message,
-          rsaOptions(publicKey, options.rsaPadding, constants.RSA_PSS_SALTLEN_AUTO),
+          rsaOptions(publicKey, options.rsaPadding, saltOf(options)),
           signature,
         )
       }
@@ -166,7 +198,7 @@ export function verifySignature(
         return recovered.length === expected.length && timingSafeEqual(recovered, expected)
       }
       const encoded = publicDecrypt({ key: publicKey, padding: constants.RSA_NO_PADDING }, signature)
-      return verifyPss(message, encoded, modulusBits - 1)
+      return verifyPss(message, encoded, modulusBits - 1, saltOf(options))
     }
     if (spec.kind === 'ec') {
       const { hash, curve } = EC_SCHEMES[spec.namedCurve]!
@@ -222,8 +254,8 @@ function encodePss(mHash: Buffer, emBits: number, salt: Buffer): Buffer {
   return encoded.length === modulusBytes ? encoded : Buffer.concat([Buffer.alloc(1), encoded])
 }
 
-/** EMSA-PSS-VERIFY (RFC 8017 §9.1.2), any salt length. */
-function verifyPss(mHash: Buffer, message: Buffer, emBits: number): boolean {
+/** EMSA-PSS-VERIFY (RFC 8017 §9.1.2) with a known salt length. */
+function verifyPss(mHash: Buffer, message: Buffer, emBits: number, saltLength: number): boolean {
   const emLen = Math.ceil(emBits / 8)
   const em = message.subarray(message.length - emLen)
   if (message.length > emLen && message[0] !== 0) return false
@@ -236,8 +268,9 @@ function verifyPss(mHash: Buffer, message: Buffer, emBits: number): boolean {
   const db = Buffer.alloc(maskedDb.length)
   for (let i = 0; i < db.length; i++) db[i] = maskedDb[i]! ^ mask[i]!
   db[0]! &= 0xff >> (8 * emLen - emBits)
-  const separator = db.indexOf(0x01)
-  if (separator < 0 || db.subarray(0, separator).some((b) => b !== 0)) return false
+  // Step 10: PS is exactly emLen - hLen - sLen - 2 zero bytes, then 0x01, then the salt.
+  const separator = db.length - saltLength - 1
+  if (separator < 0 || db[separator] !== 0x01 || db.subarray(0, separator).some((b) => b !== 0)) return false
   const salt = db.subarray(separator + 1)
   return timingSafeEqual(pssHash(mHash, salt), h)
 }

@@ -13,6 +13,14 @@ import {
 } from 'node:crypto'
 import { isStrictBase64 } from '../platform/base64.ts'
 import { type Algorithm, type AlgorithmName, algorithmByName } from './algorithms.ts'
+import {
+  checkKdfCost,
+  EncryptedKeyError,
+  encryptedKeyCost,
+  encryptPkcs8,
+  MIN_EXPORT_PASSWORD_LENGTH,
+  toPem,
+} from './pkcs8-encryption.ts'
 
 /**
  * Key material as stored (sealed) and exported. Pure functions over node:crypto, so the crypto
@@ -333,9 +341,94 @@ function checkConsistent(privateKey: KeyObject, algorithm: Algorithm): void {
   }
 }
 
+const PEM_BEGIN = /^-----BEGIN ([A-Z0-9 ]+)-----/
+const MAX_PEM_BLOCKS = 16
+
+/**
+ * The PEM blocks of a text, by one forward scan: a regular expression with a lazy body would
+ * rescan to the end for each BEGIN without an END (quadratic in a 1 MB body, on the event loop).
+ */
+function pemBlocks(text: string): { label: string; body: string }[] {
+  const blocks: { label: string; body: string }[] = []
+  let at = text.indexOf('-----BEGIN ')
+  while (at >= 0 && blocks.length <= MAX_PEM_BLOCKS) {
+    const begin = PEM_BEGIN.exec(text.slice(at, at + 100))
+    const end = text.indexOf('-----END ', at)
+    if (end < 0) break
+    if (begin) blocks.push({ label: begin[1]!, body: text.slice(at + begin[0].length, end) })
+    at = text.indexOf('-----BEGIN ', end)
+  }
+  return blocks
+}
+
+/** The DER structures in the material that OpenSSL may parse as a private key. */
+function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: boolean }[] {
+  if (typeof request.material !== 'string') return []
+  const text = request.material
+  if (request.format === 'PEM' || PEM_LABEL.test(text)) {
+    // Every block, whatever its label: OpenSSL's decoders are not bound to the label we expect.
+    const candidates: { der: Buffer; encryptedLabel: boolean }[] = []
+    const blocks = pemBlocks(text)
+    // One key is one block; a pile of them is not a key, and each would cost a parse here.
+    if (blocks.length > MAX_PEM_BLOCKS) {
+      throw new KeyMaterialError(
+        'invalid_key_material',
+        `keyMaterial holds more than ${MAX_PEM_BLOCKS} PEM blocks`,
+      )
+    }
+    for (const block of blocks) {
+      const encryptedLabel = block.label === 'ENCRYPTED PRIVATE KEY'
+      if (block.body.includes(':')) {
+        // Header lines (Proc-Type, DEK-Info): legacy PEM encryption, one MD5 round, and a body
+        // that is ciphertext, not DER. Under this label it would wrap a PBES2 key whose cost
+        // could not be read before decryption.
+        if (encryptedLabel) {
+          throw new KeyMaterialError(
+            'invalid_key_material',
+            'keyMaterial: an ENCRYPTED PRIVATE KEY block has no PEM headers',
+          )
+        }
+        continue
+      }
+      // Node's Base64 decoder skips the line breaks.
+      candidates.push({ der: Buffer.from(block.body, 'base64'), encryptedLabel })
+    }
+    return candidates
+  }
+  if (request.format === 'PKCS#8' || request.format === 'DER') {
+    return [{ der: decodeBase64(text, 'keyMaterial'), encryptedLabel: false }]
+  }
+  return []
+}
+
+/**
+ * Refuses an encrypted PKCS#8 key whose key-derivation cost is past the bounds
+ * (pkcs8-encryption.ts), before any KDF runs. Cheap: the pool calls it on the event loop.
+ */
+export function checkImportCost(request: ImportRequest): void {
+  if (algorithmByName(request.algorithm).spec.kind === 'hmac') return
+  try {
+    for (const { der, encryptedLabel } of derCandidates(request)) {
+      const cost = encryptedKeyCost(der)
+      if (cost) checkKdfCost(cost)
+      else if (encryptedLabel) {
+        throw new KeyMaterialError(
+          'invalid_key_material',
+          'keyMaterial: the encrypted key structure is malformed',
+        )
+      }
+    }
+  } catch (error) {
+    if (error instanceof EncryptedKeyError) throw new KeyMaterialError(error.code, error.message)
+    throw error
+  }
+}
+
 export function importMaterial(request: ImportRequest): KeyMaterial {
   const algorithm = algorithmByName(request.algorithm)
   if (algorithm.spec.kind === 'hmac') return { secret: importHmacSecret(request, algorithm), publicKey: null }
+  // Again here, for any caller that did not go through the pool.
+  checkImportCost(request)
   let key: KeyObject
   switch (request.format) {
     case 'PEM':
@@ -433,6 +526,12 @@ export function exportPrivate(
   password: string | undefined,
 ): PrivateExport {
   const spec = algorithm.spec
+  if (password !== undefined && password.length < MIN_EXPORT_PASSWORD_LENGTH) {
+    throw new KeyMaterialError(
+      'validation_failed',
+      `body/password must be at least ${MIN_EXPORT_PASSWORD_LENGTH} characters`,
+    )
+  }
   if (password !== undefined && format !== 'PEM' && format !== 'DER') {
     throw new KeyMaterialError(
       'format_not_supported',
@@ -450,17 +549,21 @@ export function exportPrivate(
     throw new KeyMaterialError('format_not_supported', 'HMAC secrets are exported as RAW or JWK')
   }
   const key = createPrivateKey({ key: secret, format: 'der', type: 'pkcs8' })
-  const encryption = password !== undefined ? { cipher: 'aes-256-cbc', passphrase: password } : {}
+  if (password !== undefined) {
+    // Not KeyObject.export's passphrase: that derives the key with 2,048 PBKDF2 iterations.
+    const encrypted = encryptPkcs8(key.export({ format: 'der', type: 'pkcs8' }), password)
+    return {
+      value: format === 'PEM' ? toPem(encrypted, 'ENCRYPTED PRIVATE KEY') : encrypted.toString('base64'),
+      encrypted: true,
+    }
+  }
   switch (format) {
     case 'PEM':
-      return {
-        value: key.export({ format: 'pem', type: 'pkcs8', ...encryption }) as string,
-        encrypted: password !== undefined,
-      }
+      return { value: key.export({ format: 'pem', type: 'pkcs8' }) as string, encrypted: false }
     case 'DER':
       return {
-        value: (key.export({ format: 'der', type: 'pkcs8', ...encryption }) as Buffer).toString('base64'),
-        encrypted: password !== undefined,
+        value: (key.export({ format: 'der', type: 'pkcs8' }) as Buffer).toString('base64'),
+        encrypted: false,
       }
     case 'JWK':
       return { value: key.export({ format: 'jwk' }) as Record<string, unknown>, encrypted: false }

@@ -281,7 +281,13 @@ export const ExportPrivateBody = Type.Object(
   {
     confirm: Text(200, "The key's name, repeated to confirm the export", 1),
     format: Type.Enum(PRIVATE_FORMATS, { default: 'PEM', description: 'PEM and DER are PKCS#8' }),
-    password: Type.Optional(Text(1024, 'Encrypts the PKCS#8 output (PEM and DER)', 8)),
+    password: Type.Optional(
+      Text(
+        1024,
+        'Encrypts the PKCS#8 output (PEM and DER): PBES2, PBKDF2-HMAC-SHA256 with 600,000 iterations, AES-256-CBC. At least 12 characters',
+        12,
+      ),
+    ),
     version: Type.Optional(VersionQuery),
   },
   {

@@ -216,7 +216,7 @@ export interface KeyService {
   /** Erases the material of every key (of every tenant) whose deletion date has passed. */
   destroyDue(requestId?: string | null): Promise<number>
   /** Fresh material for a new version of a key of this algorithm (key pairs in the pool). */
-  newMaterial(algorithm: AlgorithmName): Promise<KeyMaterial>
+  newMaterial(tenantId: string, algorithm: AlgorithmName): Promise<KeyMaterial>
   /**
    * Adds `material` as the next version of a key the caller's transaction has locked (a
    * rotation policy's path). The caller records the audit and drops caches after commit.
@@ -445,11 +445,11 @@ export function createKeyService(deps: {
     }
   }
 
-  async function generate(algorithm: Algorithm): Promise<KeyMaterial> {
+  async function generate(tenantId: string, algorithm: Algorithm): Promise<KeyMaterial> {
     // An HMAC secret is random bytes: not worth a thread hop. Every key pair goes to the pool.
     return algorithm.spec.kind === 'hmac'
       ? generateMaterial(algorithm.name)
-      : deps.pool.generateKey(algorithm.name)
+      : deps.pool.generateKey(tenantId, algorithm.name)
   }
 
   /** Seals the material as the key's next version and inserts it; the key row's changes to make. */
@@ -522,7 +522,7 @@ export function createKeyService(deps: {
     if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
     let material: KeyMaterial
     try {
-      material = await deps.pool.importKey({
+      material = await deps.pool.importKey(actor.tenantId, {
         algorithm: algorithm.name,
         format: input.format,
         material: input.material,
@@ -541,7 +541,14 @@ export function createKeyService(deps: {
       requireFuture(input.expiresAt, 'body/expiresAt', now)
       const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
       if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
-      return persistNewKey(actor, input, algorithm, await generate(algorithm), 'Generated', now)
+      return persistNewKey(
+        actor,
+        input,
+        algorithm,
+        await generate(actor.tenantId, algorithm),
+        'Generated',
+        now,
+      )
     },
 
     async import(actor, input, caller) {
@@ -679,7 +686,7 @@ export function createKeyService(deps: {
     async rotate(actor, id) {
       const loaded = await load(actor, id)
       requireState(loaded.state, ['Active'], 'rotate')
-      const material = await generate(algorithmByName(loaded.row.algorithm as AlgorithmName))
+      const material = await generate(actor.tenantId, algorithmByName(loaded.row.algorithm as AlgorithmName))
       try {
         return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {
           requireState(lockedState, ['Active'], 'rotate')
@@ -690,7 +697,7 @@ export function createKeyService(deps: {
       }
     },
 
-    newMaterial: (algorithm) => generate(algorithmByName(algorithm)),
+    newMaterial: (tenantId, algorithm) => generate(tenantId, algorithmByName(algorithm)),
 
     async addVersion(tx, locked, material, now, also = {}) {
       const changes = await versionChanges(tx, locked, material, now)
@@ -792,7 +799,16 @@ export function createKeyService(deps: {
       )
       let exported: PrivateExport
       try {
-        exported = exportPrivate(secret, algorithm, request.format, request.password)
+        // A password means a 600,000-iteration KDF: in the pool, off the event loop.
+        exported =
+          request.password === undefined
+            ? exportPrivate(secret, algorithm, request.format, undefined)
+            : await deps.pool.exportPrivate(actor.tenantId, {
+                secret,
+                algorithm: algorithm.name,
+                format: request.format,
+                password: request.password,
+              })
       } catch (error) {
         throw keyMaterialRefused(error)
       } finally {

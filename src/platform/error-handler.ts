@@ -154,6 +154,8 @@ export function installErrorHandlers(app: FastifyInstance): void {
     if (error instanceof AppError) {
       if (error.statusCode >= 500) request.log.warn({ code: error.code }, error.message)
       if (error.statusCode === 401) reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key"')
+      const retryAfter = error.details?.['retryAfterSeconds']
+      if (typeof retryAfter === 'number') reply.header('retry-after', String(retryAfter))
       return reply
         .code(error.statusCode)
         .send({ error: error.code, message: error.message, ...error.details })

@@ -96,7 +96,7 @@ const ERROR_EXAMPLES: Record<string, Json> = {
   },
   '429': {
     error: 'crypto_busy',
-    message: 'Too many heavy operations are waiting for this tenant',
+    message: 'Too many cryptographic operations of this tenant are waiting (64); retry shortly',
     retryAfterSeconds: 1,
   },
   '503': {

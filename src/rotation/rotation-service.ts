@@ -319,7 +319,7 @@ export function createRotationService(deps: {
         })
         return 'skipped'
       }
-      const material = await deps.keys.newMaterial(algorithm)
+      const material = await deps.keys.newMaterial(tenantId, algorithm)
       let rotatedKey: KeyRow
       try {
         rotatedKey = await deps.keys.addVersion(tx, key, material, now, { next_rotation_at: next })
