@@ -380,6 +380,65 @@ describe('values the schema lets through but the database cannot hold -> 400 val
   }
 })
 
+describe('unpaired UTF-16 surrogates in body strings -> 400 naming the field, never 503', () => {
+  // JSON.stringify writes a lone surrogate as a \\uXXXX escape, as a fuzzer would send it. Before
+  // the schemas refused them, the audit record's jsonb refused the escape and the request
+  // answered 503 audit_unavailable.
+  const lone = '\udfff\ud800'
+  let folderId: string
+  before(async () => {
+    const created = await send('POST', `${API}/folders`, withKey({ json: { name: `f-${randomUUID()}` } }))
+    assert.equal(created.status, 201, created.text)
+    folderId = String(created.json?.['id'])
+  })
+  const cases: [string, string, () => Promise<Sent>][] = [
+    ['a folder name', 'body/name', () => send('POST', `${API}/folders`, withKey({ json: { name: lone } }))],
+    [
+      'a folder rename',
+      'body/name',
+      () => send('PATCH', `${API}/folders/${folderId}`, withKey({ json: { name: `x${lone}` } })),
+    ],
+    [
+      'a secret value',
+      'body/value',
+      () =>
+        send('POST', `${API}/secrets`, withKey({ json: { name: `s-${randomUUID()}`, value: `v${lone}` } })),
+    ],
+    [
+      'an API key name',
+      'body/name',
+      () => send('POST', `${API}/api-keys`, withKey({ json: { name: lone, scopes: ['audit:read'] } })),
+    ],
+    [
+      'a key description',
+      'body/description',
+      () =>
+        send(
+          'POST',
+          `${API}/keys`,
+          withKey({ json: { name: `k-${randomUUID()}`, keyType: 'HMAC', description: `d${lone}` } }),
+        ),
+    ],
+  ]
+  for (const [name, path, probe] of cases) {
+    test(name, async () => {
+      const res = await probe()
+      assertError(res, 400, 'validation_failed', name)
+      const fields = res.json?.['fields'] as { path: string; message: string }[]
+      assert.equal(fields[0]?.path, path, res.text)
+      assert.match(fields[0]!.message, /unpaired UTF-16 surrogate/, res.text)
+    })
+  }
+  test('a well-formed pair (an emoji) is still accepted', async () => {
+    const res = await send(
+      'POST',
+      `${API}/folders`,
+      withKey({ json: { name: `emoji-\u{1F511}-${randomUUID()}` } }),
+    )
+    assert.equal(res.status, 201, res.text)
+  })
+})
+
 describe('unknown route -> 404 not_found with a key, 401 unauthorized without', () => {
   const paths = [
     `${API}/nope`,

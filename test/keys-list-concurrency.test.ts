@@ -332,6 +332,10 @@ function sampleObject(schema: JsonSchema): Record<string, unknown> {
   return Object.fromEntries(names.map((name) => [name, sampleValue(properties[name] ?? {})]))
 }
 
+function without(body: Record<string, unknown>, names: string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(body).filter(([name]) => !names.includes(name)))
+}
+
 /** Every operation on a path with {keyId}, one attempt per value of its `format` (query or body). */
 function attemptsFrom(doc: { paths: Record<string, Record<string, OpenApiOperation>> }): Attempt[] {
   const attempts: Attempt[] = []
@@ -342,17 +346,24 @@ function attemptsFrom(doc: { paths: Record<string, Record<string, OpenApiOperati
       const queryParams = (op.parameters ?? []).filter((p) => p.in === 'query' && p.required)
       const query: Pairs = queryParams.map((p) => [p.name, String(sampleValue(p.schema))])
       const bodySchema = op.requestBody?.content['application/json']?.schema
-      const body = bodySchema ? sampleObject(bodySchema) : undefined
+      const sampled = bodySchema ? sampleObject(bodySchema) : undefined
+      // unwrap takes a wrap answer (wrappedKey) or a data-key answer (encryptedDek), never both.
+      const bodies =
+        sampled && 'wrappedKey' in sampled && 'encryptedDek' in sampled
+          ? [without(sampled, ['encryptedDek', 'keyBytes', 'plaintextDek']), without(sampled, ['wrappedKey'])]
+          : [sampled]
       const formats =
         queryParams.find((p) => p.name === 'format')?.schema.enum ?? bodySchema?.properties?.['format']?.enum
-      for (const format of formats ?? [undefined]) {
-        attempts.push({
-          method: method.toUpperCase(),
-          template,
-          query:
-            format === undefined ? query : query.map(([n, v]) => [n, n === 'format' ? String(format) : v]),
-          body: body && format !== undefined && 'format' in body ? { ...body, format } : body,
-        })
+      for (const body of bodies) {
+        for (const format of formats ?? [undefined]) {
+          attempts.push({
+            method: method.toUpperCase(),
+            template,
+            query:
+              format === undefined ? query : query.map(([n, v]) => [n, n === 'format' ? String(format) : v]),
+            body: body && format !== undefined && 'format' in body ? { ...body, format } : body,
+          })
+        }
       }
     }
   }
@@ -434,10 +445,11 @@ describe('tenant isolation of keys', () => {
         const body =
           attempt.body && 'confirm' in attempt.body ? { ...attempt.body, confirm: target.name } : attempt.body
         const search = attempt.query.length ? `?${qs(attempt.query)}` : ''
+        // A body that names its key (an answer passed back, e.g. wrap's to unwrap) names the path's.
         const send = (who: TenantWithKey, id: string) =>
           svc.request(attempt.method, `${attempt.template.replace('{keyId}', id)}${search}`, {
             key: who.key,
-            ...(body ? { body } : {}),
+            ...(body ? { body: 'keyId' in body ? { ...body, keyId: id } : body } : {}),
           })
         const sent = JSON.stringify(body ?? null)
         const what = `${attempt.method} ${attempt.template}${search} ${sent} on ${target.name}`

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { drainInBackground } from './drain-request.ts'
 import { AppError } from './errors.ts'
+import { PATTERN_MESSAGE } from './validation.ts'
 
 /** Fastify's own client errors, as this API's codes. Messages are fixed: they never echo input. */
 const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; message: string }> = {
@@ -96,6 +97,11 @@ export function describeValidation(context: string | undefined, issues: Validati
     }
     if ((issue.keyword === 'pattern' || issue.keyword === 'format') && isUuidSchema(issue.parentSchema)) {
       fields.push({ path: at, message: 'must be a UUID' })
+      continue
+    }
+    const patternMessage = issue.keyword === 'pattern' ? issue.parentSchema?.[PATTERN_MESSAGE] : undefined
+    if (typeof patternMessage === 'string') {
+      fields.push({ path: at, message: patternMessage })
       continue
     }
     const allowed =

@@ -1,6 +1,6 @@
 import { type TSchema, Type } from 'typebox'
 import { invalidField } from './errors.ts'
-import { BOUNDED_JSON_KEYWORD, type JsonBounds, LOWERCASE_KEYWORD } from './validation.ts'
+import { BOUNDED_JSON_KEYWORD, type JsonBounds, LOWERCASE_KEYWORD, PATTERN_MESSAGE } from './validation.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
 export const ErrorSchema = Type.Object(
@@ -103,14 +103,29 @@ export function toDate(value: string, field: string): Date {
 
 /**
  * A bounded string: every string in a request has a length limit. NUL is refused because
- * PostgreSQL text cannot hold it.
+ * PostgreSQL text cannot hold it, and so are unpaired UTF-16 surrogates (`"\\udfff"` in JSON):
+ * they have no UTF-8 form, so the text column would store U+FFFD while the jsonb of the audit
+ * record refuses the escape outright (the write, and so the request, would fail with 503).
+ * Ajv compiles patterns with the `u` flag, where a surrogate range matches lone surrogates only.
  */
 export const Text = (maxLength: number, description: string, minLength = 0) =>
-  Type.String({ minLength, maxLength, pattern: '^[^\\u0000]*$', description })
+  Type.String({
+    minLength,
+    maxLength,
+    pattern: '^[^\\u0000\\ud800-\\udfff]*$',
+    [PATTERN_MESSAGE]: 'must not contain NUL or an unpaired UTF-16 surrogate',
+    description,
+  })
 
 /** Printable text: no control characters in names and labels, which end up in UIs and logs. */
 export const Printable = (maxLength: number, description: string) =>
-  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f]+$', description })
+  Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: '^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]+$',
+    [PATTERN_MESSAGE]: 'must not contain control characters or an unpaired UTF-16 surrogate',
+    description,
+  })
 
 export const IdParams = Type.Object({ id: Uuid('Resource id') }, { additionalProperties: false })
 

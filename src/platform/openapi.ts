@@ -130,7 +130,7 @@ function describeMedia(doc: Json): void {
           if (media['example'] !== undefined) continue
           // Error answers share one schema; the example shows what this status really carries.
           const errorExample = ERROR_EXAMPLES[status]
-          if (errorExample !== undefined && type.includes('json')) {
+          if (errorExample !== undefined && schema[SCHEMA_ID] === 'ErrorResponse') {
             media['example'] = errorExample
             continue
           }

@@ -11,6 +11,9 @@ type DataContext = { parentData: unknown; parentDataProperty: string | number }
  */
 export const LOWERCASE_KEYWORD = 'x-lowercase'
 
+/** What a 400 says when a string fails its pattern, instead of quoting the regular expression. */
+export const PATTERN_MESSAGE = 'x-pattern-message'
+
 /**
  * A schema keyword bounding a free-form JSON value (an object whose properties the schema does
  * not list, such as a JWK): its nesting depth, its number of object keys and array items, and

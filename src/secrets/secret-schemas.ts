@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox'
 import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { PATTERN_MESSAGE } from '../platform/validation.ts'
 import { TOTP_ALGORITHMS, TOTP_LIMITS } from './totp.ts'
 
 /**
@@ -293,7 +294,9 @@ export const FolderSchema = Type.Object(
 const FolderName = Type.String({
   minLength: 1,
   maxLength: 200,
-  pattern: '^[^\\u0000-\\u001f\\u007f/]+$',
+  // No control characters, no unpaired surrogates (platform/http-schemas.ts Text), no /.
+  pattern: '^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff/]+$',
+  [PATTERN_MESSAGE]: 'must not contain /, control characters or an unpaired UTF-16 surrogate',
   description: 'Unique among its siblings; no /',
 })
 
