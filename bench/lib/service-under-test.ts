@@ -197,6 +197,7 @@ export async function startServiceUnderTest(options: {
     return workers.length > 0 ? workers : [child.pid!]
   }
 
+  let eventLoopWindow = new Map<number, [number, number][]>()
   return {
     baseUrl,
     sql,
@@ -216,16 +217,19 @@ export async function startServiceUnderTest(options: {
       return out
     },
     async scrapeEventLoopP99() {
-      const wanted = new Set(apiPids())
+      // One scrape shows every process (the primary aggregates the cluster): each API process's
+      // event-loop histogram, by pid. The p99 is of the observations since the previous call.
+      const current = eventLoopBuckets(await getOnNewConnection(`${baseUrl}/metrics`))
       const out = new Map<number, number>()
-      // New connections go round the processes; a few extra tries cover an uneven hand-out.
-      for (let i = 0; i < wanted.size * 8 && out.size < wanted.size; i++) {
-        const text = await getOnNewConnection(`${baseUrl}/metrics`)
-        const pid = /process_pid\s+(\d+)/.exec(text)
-        const p99 = /nodejs_eventloop_delay_seconds\{quantile="0\.99"\}\s+([\d.e+-]+)/.exec(text)
-        // The first scrape of a process covers the run; a second would cover only the idle since.
-        if (pid && p99 && !out.has(Number(pid[1]))) out.set(Number(pid[1]), Number(p99[1]) * 1000)
+      for (const [pid, buckets] of current) {
+        const before = eventLoopWindow.get(pid)
+        const delta = buckets.map(
+          ([le, count], i) => [le, count - (before?.[i]?.[1] ?? 0)] as [number, number],
+        )
+        const p99 = quantileOf(delta, 0.99)
+        if (p99 !== undefined) out.set(pid, p99 * 1000)
       }
+      eventLoopWindow = current
       return out
     },
     async stop() {
@@ -236,4 +240,39 @@ export async function startServiceUnderTest(options: {
       await cleanUp()
     },
   }
+}
+
+/** Cumulative buckets `[le, count]` of kms_eventloop_delay_seconds per API process, by pid. */
+function eventLoopBuckets(text: string): Map<number, [number, number][]> {
+  const out = new Map<number, [number, number][]>()
+  const line = /^kms_eventloop_delay_seconds_bucket\{([^}]*)\}\s+(\S+)$/gm
+  for (const match of text.matchAll(line)) {
+    const labels = Object.fromEntries([...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]))
+    if (labels['process_kind'] !== 'api') continue
+    const pid = Number(labels['pid'])
+    const le = labels['le'] === '+Inf' ? Number.POSITIVE_INFINITY : Number(labels['le'])
+    const list = out.get(pid) ?? []
+    list.push([le, Number(match[2])])
+    out.set(pid, list)
+  }
+  for (const list of out.values()) list.sort((a, b) => a[0] - b[0])
+  return out
+}
+
+/** The q-quantile of cumulative buckets, interpolated within its bucket as Prometheus's histogram_quantile does. */
+function quantileOf(buckets: [number, number][], q: number): number | undefined {
+  const total = buckets.at(-1)?.[1] ?? 0
+  if (total <= 0) return undefined
+  const rank = q * total
+  let lower = 0
+  let below = 0
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (!Number.isFinite(le)) return lower
+      return lower + ((le - lower) * (rank - below)) / Math.max(count - below, 1)
+    }
+    lower = le
+    below = count
+  }
+  return lower
 }
