@@ -14,6 +14,7 @@ import {
   DECRYPT_BATCH_BODY_LIMIT_BYTES,
   DECRYPT_BODY_LIMIT_BYTES,
   EnvelopeFields,
+  EXAMPLE_ENVELOPE,
   envelopeFromParts,
   envelopeToParts,
   KeyVersion,
@@ -100,16 +101,7 @@ const DecryptBatchBody = Type.Object(
     'x-body-limit-bytes': DECRYPT_BATCH_BODY_LIMIT_BYTES,
     examples: [
       {
-        items: [
-          {
-            ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
-            encapsulatedKey:
-              '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
-            nonce: 'PpIRzfRMZHEkdhJe',
-            tag: 'zCsEOOdfx+U8CiOosO0elQ==',
-            context: 'order=1042',
-          },
-        ],
+        items: [EXAMPLE_ENVELOPE],
       },
     ],
   },

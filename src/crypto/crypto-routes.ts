@@ -24,6 +24,7 @@ import {
   DECRYPT_JSON_BODY_LIMIT_BYTES,
   ENCRYPT_JSON_BODY_LIMIT_BYTES,
   EnvelopeFields,
+  EXAMPLE_ENVELOPE,
   envelopeFromParts,
   envelopeToParts,
   KeyVersion,
@@ -81,16 +82,7 @@ const DecryptBody = Type.Object(
     $id: 'DecryptRequest',
     additionalProperties: false,
     'x-body-limit-bytes': DECRYPT_JSON_BODY_LIMIT_BYTES,
-    examples: [
-      {
-        ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
-        encapsulatedKey:
-          '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
-        nonce: 'PpIRzfRMZHEkdhJe',
-        tag: 'zCsEOOdfx+U8CiOosO0elQ==',
-        context: 'order=1042',
-      },
-    ],
+    examples: [EXAMPLE_ENVELOPE],
   },
 )
 

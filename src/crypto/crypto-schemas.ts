@@ -160,3 +160,17 @@ export function envelopeToParts(envelope: SealedEnvelope, mode: 'standard' | 'le
 }
 
 export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })
+
+/**
+ * An ML-KEM-768 envelope as /encrypt answers it (context `order=1042`): the example of the
+ * decrypt bodies in the OpenAPI document, single and batch. It decrypts under no key of a new
+ * tenant; the examples show the shape, which the OpenAPI tests check the service accepts.
+ */
+export const EXAMPLE_ENVELOPE = {
+  ciphertext: 'zGpaiBsXHk2wXnvXZ2dsQYnAzA==',
+  encapsulatedKey:
+    '19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL',
+  nonce: 'PpIRzfRMZHEkdhJe',
+  tag: 'zCsEOOdfx+U8CiOosO0elQ==',
+  context: 'order=1042',
+}
