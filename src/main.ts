@@ -52,14 +52,16 @@ function stopOnSignal(logger: Logger, graceMs: number, stop: () => Promise<void>
 }
 
 async function runJobs(config: Config, logger: Logger, databaseUrl: string, afterStop = async () => {}) {
-  const jobs = await startJobProcess(config, logger, databaseUrl)
+  // The handlers go in before the start: a signal during start-up (the API may already listen
+  // while the jobs start) waits for the start to finish, then stops, instead of killing the process.
+  const started = startJobProcess(config, logger, databaseUrl)
   stopOnSignal(
     logger,
     config.shutdownGraceMs,
-    () => jobs.stop().then(afterStop),
+    () => started.then((jobs) => jobs.stop()).then(afterStop),
     'shutting down: finishing running jobs',
   )
-  return jobs
+  return started
 }
 
 async function runApi(
@@ -69,14 +71,16 @@ async function runApi(
   afterStop: () => Promise<void> = async () => {},
   options: { jobs?: boolean; scrape?: () => Promise<string> } = {},
 ): Promise<ApiProcess> {
-  const api = await startApiProcess(config, logger, databaseUrl, options)
+  // Handlers before the start, as in runJobs: the service logs that it listens before the jobs
+  // beside it have started, and a SIGTERM in between must still shut it down gracefully.
+  const started = startApiProcess(config, logger, databaseUrl, options)
   stopOnSignal(
     logger,
     config.shutdownGraceMs,
-    () => api.stop().then(afterStop),
+    () => started.then((api) => api.stop()).then(afterStop),
     'shutting down: finishing in-flight requests and flushing the audit log',
   )
-  return api
+  return started
 }
 
 async function runPrimary(config: Config, logger: Logger): Promise<void> {

@@ -109,6 +109,15 @@ describe('processes and shutdown', () => {
   })
   after(async () => db?.drop())
 
+  test('a SIGTERM as soon as the one process listens (its jobs still starting) still shuts down gracefully', async () => {
+    // One process runs the API and, once it listens, starts the background jobs beside it. A
+    // SIGTERM sent the moment the log says it listens used to find no handler yet: killed, not stopped.
+    const svc = await spawnService(testEnv(db, { KMS_API_PROCESSES: '1', KMS_ROLE: 'all' }))
+    const code = await svc.stop('SIGTERM')
+    assert.equal(code, 0, svc.output().slice(-3000))
+    assert.match(svc.output(), /shutting down: finishing in-flight requests/)
+  })
+
   test('npm start runs the configured number of API processes on one port and stops cleanly on SIGTERM', async () => {
     const env = testEnv(db, { KMS_API_PROCESSES: '2', KMS_BOOTSTRAP: 'true' })
     const svc = await spawnService(env)
@@ -322,7 +331,8 @@ describe('production bootstrap: off unless asked for, and the key never enters t
       assert.equal(existsSync(keyFile), false)
       assert.match(svc.output(), /no tenant and KMS_BOOTSTRAP is off/)
     } finally {
-      assert.equal(await svc.stop('SIGTERM'), 0)
+      const code = await svc.stop('SIGTERM')
+      assert.equal(code, 0, svc.output().slice(-3000))
     }
   })
 

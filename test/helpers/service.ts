@@ -243,7 +243,13 @@ export async function spawnService(env: Record<string, string>, timeoutMs = 60_0
   child.stderr!.on('data', (chunk: Buffer) => {
     output += chunk.toString()
   })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      // A death by signal is worth seeing in the output of the test that asserts the exit code.
+      if (signal) output += `\n[test harness] the service died of ${signal}\n`
+      resolve(code)
+    }),
+  )
   const baseUrl = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`service did not start in time:\n${output}`)), timeoutMs)
     const poll = setInterval(() => {
