@@ -51,6 +51,9 @@ function stopOnSignal(logger: Logger, graceMs: number, stop: () => Promise<void>
   process.once('SIGINT', () => shutdown('SIGINT'))
 }
 
+/** A signal during a start that then fails: main() reports the failure and exits, not the shutdown. */
+const startFailed = () => new Promise<void>(() => {})
+
 async function runJobs(config: Config, logger: Logger, databaseUrl: string, afterStop = async () => {}) {
   // The handlers go in before the start: a signal during start-up (the API may already listen
   // while the jobs start) waits for the start to finish, then stops, instead of killing the process.
@@ -58,7 +61,7 @@ async function runJobs(config: Config, logger: Logger, databaseUrl: string, afte
   stopOnSignal(
     logger,
     config.shutdownGraceMs,
-    () => started.then((jobs) => jobs.stop()).then(afterStop),
+    () => started.then((jobs) => jobs.stop().then(afterStop), startFailed),
     'shutting down: finishing running jobs',
   )
   return started
@@ -77,7 +80,7 @@ async function runApi(
   stopOnSignal(
     logger,
     config.shutdownGraceMs,
-    () => started.then((api) => api.stop()).then(afterStop),
+    () => started.then((api) => api.stop().then(afterStop), startFailed),
     'shutting down: finishing in-flight requests and flushing the audit log',
   )
   return started
@@ -137,6 +140,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
 
 function forkProcesses(config: Config, logger: Logger, databaseUrl: string): void {
   let stopping = false
+  let failedToStart = false
   let serving = false
   cluster.once('listening', () => {
     serving = true
@@ -157,9 +161,12 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
       // At the first start a process that cannot start (port in use, database unreachable) would
       // fail again if replaced: report the cause once and stop, instead of crash-looping.
       stopping = true
+      failedToStart = true
       logStartupFailure(message.failure)
+      // Exit once the others have: a primary gone under a process still starting breaks that
+      // process's IPC channel mid-listen, and Node prints the error with its stack.
       for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGTERM')
-      process.exit(1)
+      setTimeout(() => process.exit(1), config.shutdownGraceMs + 5000).unref()
     })
     return worker
   }
@@ -174,7 +181,7 @@ function forkProcesses(config: Config, logger: Logger, databaseUrl: string): voi
     const kind = kinds.get(worker.id) ?? 'api'
     kinds.delete(worker.id)
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(failedToStart ? 1 : 0)
       return
     }
     const now = Date.now()

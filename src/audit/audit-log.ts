@@ -63,22 +63,23 @@ export function createAuditLog(deps: {
   let scheduled = false
   let idleWaiters: (() => void)[] = []
   async function writeBatch(batch: Pending[]): Promise<void> {
-    let timer: NodeJS.Timeout | undefined
     const started = performance.now()
     try {
-      await Promise.race([
-        insertAuditEntries(
-          deps.sql,
-          batch.map((p) => p.entry),
-        ),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('audit write timed out')), deps.timeoutMs)
-        }),
-      ])
+      const insert = insertAuditEntries(
+        deps.sql,
+        batch.map((p) => p.entry),
+      )
+      if (!(await settlesWithin(insert, deps.timeoutMs))) {
+        // Past the bound the INSERT may still be waiting (for a connection, or a lock) and could
+        // commit later: a record would then appear for an operation that was refused. The
+        // statement's own statement_timeout (the same bound) ends it soon, so wait once more
+        // for its real outcome; only a database that does not answer at all leaves it unknown.
+        if (!(await settlesWithin(insert, deps.timeoutMs))) throw new Error('audit write timed out')
+      }
+      await insert
       deps.observer?.written((performance.now() - started) / 1000, batch.length, true)
       for (const p of batch) p.resolve()
     } catch (err) {
-      clearTimeout(timer)
       // A record the database refuses (SQLSTATE class 22/23) must not take the rest of the batch,
       // other tenants' operations included, down with it: write them one by one.
       if (batch.length > 1 && isDataError(err)) {
@@ -91,8 +92,6 @@ export function createAuditLog(deps: {
         'audit write failed',
       )
       for (const p of batch) p.reject(new AuditUnavailableError())
-    } finally {
-      clearTimeout(timer)
     }
   }
 
@@ -145,5 +144,22 @@ export function createAuditLog(deps: {
       await new Promise<void>((resolve) => idleWaiters.push(resolve))
     },
     stats: () => ({ queued: queue.length, writing }),
+  }
+}
+
+/** True when `promise` settles (either way) within `ms`; never rejects. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const settled = promise.then(
+    () => true,
+    () => true,
+  )
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms)
+  })
+  try {
+    return await Promise.race([settled, late])
+  } finally {
+    clearTimeout(timer)
   }
 }
