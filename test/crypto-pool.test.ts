@@ -60,7 +60,8 @@ describe('task deadline (issue 15, defect 2)', () => {
     })
     assert.equal(res.status, 503, res.text)
     assert.equal(res.body.error, 'crypto_task_timeout')
-    assert.match(res.body.message, /deadline of 1500 ms/)
+    // The message names the configured deadline (configuration, not a measured time).
+    assert.match(res.body.message, new RegExp(`deadline of ${slow.config.cryptoPool.taskTimeoutMs} ms`))
     assert.equal(res.headers.get('retry-after'), '1')
     assert.equal(pool.stats().running, 0, 'the stopped task no longer holds a thread')
 
@@ -105,7 +106,6 @@ test('stats() and onTaskDone report each task with its kind and outcome', async 
         ['importKey', 'timeout'],
       ],
     )
-    assert.ok(done.every((d) => d.durationMs >= 0))
     assert.equal(pool.stats().completed, 3)
   } finally {
     await pool.destroy()

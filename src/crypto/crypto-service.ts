@@ -139,13 +139,14 @@ export function createCryptoService(deps: {
     operation: string,
     target: AuditTarget,
   ): Promise<UsableKey> {
-    const id = keyId ?? (await keys.findRow(actor.tenantId, undefined, 'Encryption')).id
-    target.keyId = id
     const key = await keys.resolve(actor.tenantId, {
-      keyId: id,
+      keyId,
       keyType: 'Encryption',
       states: ENCRYPT_STATES,
       operation,
+      found: (row) => {
+        target.keyId = row.id
+      },
     })
     target.keyVersion = key.version
     return key

@@ -24,6 +24,11 @@ export interface KeyUse {
   operation: string
   /** Absent: the current version. */
   version?: number | undefined
+  /**
+   * Told the row as soon as it is found, before the state and version checks: an operation on
+   * the default key names that key in the record of a refusal (operation-audit.ts AuditTarget).
+   */
+  found?: ((row: KeyRow) => void) | undefined
 }
 
 /**
@@ -82,6 +87,7 @@ export function createKeyResolver(deps: {
     state,
     async resolve(tenantId, use) {
       const row = await findRow(tenantId, use.keyId, use.keyType)
+      use.found?.(row)
       requireState(state(row), use.states, use.operation)
       const version = use.version ?? row.current_version
       if (version > row.current_version)

@@ -31,6 +31,37 @@ function register(registry: Registry, family: Family): void {
   registry.registerMetric(family as unknown as Metric)
 }
 
+/**
+ * A family's children by label values, each made on first use and kept: a hot path asks once and
+ * keeps the child, so an increment never hashes labels.
+ */
+class ChildrenByLabels<L extends string, C> {
+  private readonly labelNames: readonly L[]
+  private readonly make: () => C
+  private readonly entries = new Map<string, { labels: Labels; child: C }>()
+
+  constructor(labelNames: readonly L[], make: () => C) {
+    this.labelNames = labelNames
+    this.make = make
+  }
+
+  get(values: Record<L, string>): C {
+    const key = this.labelNames.map((name) => values[name]).join('\u0000')
+    let entry = this.entries.get(key)
+    if (!entry) {
+      const labels: Labels = {}
+      for (const name of this.labelNames) labels[name] = values[name]
+      entry = { labels, child: this.make() }
+      this.entries.set(key, entry)
+    }
+    return entry.child
+  }
+
+  all(): Iterable<{ labels: Labels; child: C }> {
+    return this.entries.values()
+  }
+}
+
 export class CounterChild {
   value = 0
   inc(by = 1): void {
@@ -43,8 +74,7 @@ export class CounterFamily<L extends string> implements Family {
   readonly name: string
   readonly help: string
   readonly aggregator: Aggregator
-  private readonly labelNames: readonly L[]
-  private readonly children = new Map<string, { labels: Labels; child: CounterChild }>()
+  private readonly children: ChildrenByLabels<L, CounterChild>
 
   constructor(
     registry: Registry,
@@ -55,26 +85,18 @@ export class CounterFamily<L extends string> implements Family {
   ) {
     this.name = name
     this.help = help
-    this.labelNames = labelNames
+    this.children = new ChildrenByLabels(labelNames, () => new CounterChild())
     this.aggregator = aggregator
     register(registry, this)
   }
 
   /** The child for these label values; callers on a hot path keep it instead of calling again. */
   labels(values: Record<L, string>): CounterChild {
-    const key = this.labelNames.map((name) => values[name]).join('\u0000')
-    let entry = this.children.get(key)
-    if (!entry) {
-      const labels: Labels = {}
-      for (const name of this.labelNames) labels[name] = values[name]
-      entry = { labels, child: new CounterChild() }
-      this.children.set(key, entry)
-    }
-    return entry.child
+    return this.children.get(values)
   }
 
   async get() {
-    const values = [...this.children.values()].map(({ labels, child }) => ({ labels, value: child.value }))
+    const values = [...this.children.all()].map(({ labels, child }) => ({ labels, value: child.value }))
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
   }
 }
@@ -105,9 +127,8 @@ export class HistogramFamily<L extends string> implements Family {
   readonly name: string
   readonly help: string
   readonly aggregator: Aggregator
-  private readonly labelNames: readonly L[]
   private readonly bounds: readonly number[]
-  private readonly children = new Map<string, { labels: Labels; child: HistogramChild }>()
+  private readonly children: ChildrenByLabels<L, HistogramChild>
 
   constructor(
     registry: Registry,
@@ -119,27 +140,20 @@ export class HistogramFamily<L extends string> implements Family {
   ) {
     this.name = name
     this.help = help
-    this.labelNames = labelNames
     this.bounds = bounds
+    this.children = new ChildrenByLabels(labelNames, () => new HistogramChild(bounds))
     this.aggregator = aggregator
     register(registry, this)
   }
 
+  /** As CounterFamily.labels. */
   labels(values: Record<L, string>): HistogramChild {
-    const key = this.labelNames.map((name) => values[name]).join('\u0000')
-    let entry = this.children.get(key)
-    if (!entry) {
-      const labels: Labels = {}
-      for (const name of this.labelNames) labels[name] = values[name]
-      entry = { labels, child: new HistogramChild(this.bounds) }
-      this.children.set(key, entry)
-    }
-    return entry.child
+    return this.children.get(values)
   }
 
   async get() {
     const values: Sample[] = []
-    for (const { labels, child } of this.children.values()) {
+    for (const { labels, child } of this.children.all()) {
       let cumulative = 0
       this.bounds.forEach((bound, i) => {
         cumulative += child.counts[i]!
