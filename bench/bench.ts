@@ -3,22 +3,47 @@
  * driven by autocannon over keep-alive connections, against the raw node:crypto ceiling measured
  * in the same run on every core. Prints one row per scenario and writes bench/RESULTS.md.
  *
- *   npm run bench                      full run (about 10 minutes), writes bench/RESULTS.md
- *   npm run bench -- --quick           every scenario briefly (under 2 minutes), prints only
+ *   npm run bench                      full run (about 14 minutes), writes bench/RESULTS.md
+ *   npm run bench -- --quick           every scenario briefly (3-4 minutes), prints only
  *   npm run bench -- --only=encrypt-64-b,mixed --processes=1 --out=/tmp/r.md
+ *   npm run bench -- --zero-config     the service with nothing configured (embedded PGlite, one
+ *                                      process, no Redis); its own block of bench/RESULTS.md
+ *   npm run bench -- --floor-only      ceiling and HTTP floor rows only (npm run bench:floor)
+ *
+ * Every scenario row has three measurements from the same run: the ceiling (lib/ceiling.ts), the
+ * HTTP floor (lib/floor.ts: a bare node:http server doing only the scenario's crypto, sent the
+ * same request cycle) and the service, with both ratios, and the CPU µs each request cost the
+ * API processes, PostgreSQL, the load generator and the floor's processes.
+ *
+ * Other flags: --floor-processes=N|best (default best: a 1-process and a one-per-core floor are
+ * warmed up, the faster is measured), --seconds=N (measured seconds per scenario instead of its own).
  *
  * Exit status 1 when the harness itself fails: a request answered other than 2xx, an audit
  * count that is not exactly one record per acknowledged operation, or a service that would not
  * start. A target missed is a finding, reported in the table, not a failure of the run.
  */
+
+import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { measureCeiling } from './lib/ceiling.ts'
-import { type LoadResult, runLoad } from './lib/load.ts'
-import { describeMachine, machineMarkdown, markdownTable, type Row, textTable } from './lib/report.ts'
-import { SCENARIOS, type Scenario } from './lib/scenarios.ts'
-import { type ServiceUnderTest, startServiceUnderTest } from './lib/service-under-test.ts'
+import { type CeilingResult, measureCeiling } from './lib/ceiling.ts'
+import { cpuBetween, pidsNamed, readCpu } from './lib/cpu-usage.ts'
+import { type Floor, floorRoutes, startFloor } from './lib/floor.ts'
+import { type LoadResult, type RequestSpec, runLoad } from './lib/load.ts'
+import {
+  describeMachine,
+  type FloorOnlyRow,
+  floorMarkdownTable,
+  floorTextTable,
+  machineMarkdown,
+  markdownTable,
+  type Row,
+  textTable,
+} from './lib/report.ts'
+import { type PreparedScenario, SCENARIOS, type Scenario, type Target } from './lib/scenarios.ts'
+import { freePort, type ServiceUnderTest, startServiceUnderTest } from './lib/service-under-test.ts'
 import { setupApi } from './lib/setup-api.ts'
 
 interface Options {
@@ -26,16 +51,34 @@ interface Options {
   only?: Set<string>
   processes?: number
   out?: string
+  zeroConfig: boolean
+  floorOnly: boolean
+  /** Floor process counts to try per scenario; the fastest counts. */
+  floorProcesses: number[]
+  seconds?: number
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { quick: false }
+  const options: Options = {
+    quick: false,
+    zeroConfig: false,
+    floorOnly: false,
+    floorProcesses: [...new Set([1, availableParallelism()])],
+  }
   for (const arg of argv) {
     const [flag, value] = arg.split('=', 2) as [string, string | undefined]
     if (flag === '--quick') options.quick = true
     else if (flag === '--only' && value) options.only = new Set(value.split(','))
     else if (flag === '--processes' && value && /^[1-9]\d*$/.test(value)) options.processes = Number(value)
     else if (flag === '--out' && value) options.out = value
+    else if (flag === '--zero-config' && value === undefined) options.zeroConfig = true
+    else if (flag === '--floor-only' && value === undefined) options.floorOnly = true
+    else if (flag === '--floor-processes' && value === 'best')
+      options.floorProcesses = [...new Set([1, availableParallelism()])]
+    else if (flag === '--floor-processes' && value && /^[1-9]\d*$/.test(value))
+      options.floorProcesses = [Number(value)]
+    else if (flag === '--seconds' && value && /^\d+(\.\d+)?$/.test(value) && Number(value) > 0)
+      options.seconds = Number(value)
     else if (flag === '--help' || flag === '-h') {
       process.stdout.write(
         readFileSync(new URL(import.meta.url), 'utf8')
@@ -47,6 +90,13 @@ function parseArgs(argv: string[]): Options {
       process.stderr.write(`unknown argument ${arg} (see --help)\n`)
       process.exit(2)
     }
+  }
+  if (options.zeroConfig && options.processes) {
+    // Zero configuration is one process by definition (the embedded database): say so, not ignore.
+    process.stderr.write(
+      '--processes does not apply to --zero-config (the embedded database runs one process)\n',
+    )
+    process.exit(2)
   }
   return options
 }
@@ -128,14 +178,168 @@ async function checkAudit(
   return { text: `✓ ${records.toLocaleString('en-US')}` }
 }
 
-async function runScenario(svc: ServiceUnderTest, scenario: Scenario, options: Options): Promise<Measured> {
+/** CPU seconds of the API processes, PostgreSQL and the bench process, from start() to stop(). */
+interface CpuPerRequest {
+  apiUs: number
+  /** undefined when the database runs inside the service (zero configuration). */
+  postgresUs: number | undefined
+  loadUs: number
+}
+
+function cpuMeter(svc: ServiceUnderTest): { stop(requests: number): CpuPerRequest } {
+  // The pids are read at the start: a crashed and replaced API process would count from zero.
+  const api = svc.apiPids()
+  // Every `postgres` process of the machine's server: it serves only the bench during a run.
+  // New backends count from zero; one that ends before stop() is lost (the pools keep theirs).
+  const apiBefore = readCpu(api)
+  const pgBefore = readCpu(pidsNamed('postgres'))
+  const loadBefore = process.cpuUsage()
+  return {
+    stop(requests) {
+      const apiSeconds = cpuBetween(apiBefore, readCpu(api))
+      const pgSeconds = cpuBetween(pgBefore, readCpu(pidsNamed('postgres')))
+      const load = process.cpuUsage(loadBefore)
+      const perRequest = (seconds: number) => (requests > 0 ? (seconds * 1e6) / requests : Number.NaN)
+      return {
+        apiUs: perRequest(apiSeconds),
+        postgresUs: svc.embeddedDatabase ? undefined : perRequest(pgSeconds),
+        loadUs: perRequest((load.user + load.system) / 1e6),
+      }
+    },
+  }
+}
+
+const cpuCells = (cpu: CpuPerRequest) => ({
+  apiCpuUs: cpu.apiUs,
+  ...(cpu.postgresUs !== undefined ? { postgresCpuUs: cpu.postgresUs } : {}),
+  loadCpuUs: cpu.loadUs,
+})
+
+interface Answer {
+  status: number
+  contentType: string
+  bytes: number
+}
+
+/**
+ * Each request of the cycle sent to the service once (headers and body as the load generator
+ * sends them): the floor answers it with the same status, content type and size.
+ */
+async function probeAnswers(
+  baseUrl: string,
+  apiKey: string,
+  cycle: readonly RequestSpec[],
+): Promise<Answer[]> {
+  const answers: Answer[] = []
+  for (const spec of cycle) {
+    const body =
+      typeof spec.body === 'string'
+        ? spec.body.replaceAll('[<id>]', `probe-${randomBytes(6).toString('hex')}`)
+        : spec.body
+    const response = await fetch(`${baseUrl}${spec.path}`, {
+      method: spec.method,
+      headers: { 'x-api-key': apiKey, 'content-type': 'application/json', ...spec.headers },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : new Uint8Array(body) } : {}),
+    })
+    const bytes = (await response.arrayBuffer()).byteLength
+    if (!response.ok) throw new Error(`probe ${spec.method} ${spec.path}: ${response.status}`)
+    answers.push({
+      status: response.status,
+      contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+      bytes,
+    })
+  }
+  return answers
+}
+
+interface FloorMeasured {
+  load: LoadResult
+  processes: number
+  floorUs: number
+  loadUs: number
+}
+
+/**
+ * The floor's run for a scenario: configured with the cycle's routes, warmed up and measured as
+ * the service is (an amount sized from a warm-up). With several floors (1 process and one per
+ * core), each runs and the faster counts: on 2 cores shared with the load generator, one
+ * process can beat two for cheap requests.
+ */
+const warmedFloors = new WeakSet<Floor>()
+
+async function measureFloor(
+  floors: readonly Floor[],
+  scenario: Scenario,
+  prepared: PreparedScenario,
+  answers: readonly Answer[],
+  apiKey: string,
+  options: Options,
+): Promise<FloorMeasured> {
+  const works = prepared.floorWork ?? prepared.cycle.map(() => scenario.ceiling)
+  const routes = floorRoutes(prepared.cycle, works, scenario.itemsPerRequest, answers)
+  const base = { apiKey, connections: scenario.connections, cycle: prepared.cycle }
+  const failed = (load: LoadResult) =>
+    new Error(`${scenario.id}: the floor answered ${JSON.stringify(load.statusCodes)}, ${load.errors} errors`)
+  // Each floor is warmed by time, not by the service's request count: a floor process is cold
+  // for its first second (JIT of the server and the operation), and a cheap scenario's capped
+  // warm-up amount ended before that (MAC: 4,000 req/s measured, 20,000+ once warm). The
+  // warm-up rates pick the floor that is measured, so trying both process counts costs one
+  // warm-up more, not a second measured run.
+  let chosen: { floor: Floor; rate: number } | undefined
+  const rates: string[] = []
+  for (const floor of floors) {
+    await floor.configure(routes)
+    // A floor's first scenario also warms its HTTP server: twice as long, or the choice between
+    // process counts is made on cold processes (one run: 4,072 req/s against 1,195).
+    const warmSeconds = (options.quick ? 1 : 2) * (warmedFloors.has(floor) ? 1 : 2)
+    warmedFloors.add(floor)
+    const warm = await runLoad({ ...base, baseUrl: floor.baseUrl, durationS: warmSeconds })
+    if (warm.non2xx > 0 || warm.errors > 0) throw failed(warm)
+    rates.push(`${floor.processes}: ${Math.round(warm.requestsPerSecond)}`)
+    if (!chosen || warm.requestsPerSecond > chosen.rate) chosen = { floor, rate: warm.requestsPerSecond }
+  }
+  const { floor, rate } = chosen!
+  // The floor does the same work however long it runs: 5 s is enough where the service runs
+  // longer (its 60 s of key creation is about its tables growing).
+  const seconds = Math.min(secondsOf(scenario, options), 5)
+  const pids = floor.pids()
+  const cpuBefore = readCpu(pids)
+  const loadBefore = process.cpuUsage()
+  const load = await runLoad({ ...base, baseUrl: floor.baseUrl, amount: rate * seconds })
+  const floorSeconds = cpuBetween(cpuBefore, readCpu(pids))
+  const loadCpu = process.cpuUsage(loadBefore)
+  if (load.non2xx > 0 || load.errors > 0) throw failed(load)
+  if (floors.length > 1) log(`    floor warm-up req/s by process count: ${rates.join(', ')}`)
+  return {
+    load,
+    processes: floor.processes,
+    floorUs: (floorSeconds * 1e6) / load.ok,
+    loadUs: (loadCpu.user + loadCpu.system) / load.ok,
+  }
+}
+
+/** Warm-up requests: sized from the ceiling, capped (a cheap MAC would otherwise warm for a minute). */
+function warmAmountOf(scenario: Scenario, ceiling: CeilingResult | undefined, options: Options): number {
+  const ceilingRequests = ceiling ? ceiling.opsPerSecond / scenario.itemsPerRequest : 1000
+  return Math.min(ceilingRequests * 0.25 * (options.quick ? 0.5 : 2), options.quick ? 2000 : 10_000)
+}
+
+const secondsOf = (scenario: Scenario, options: Options) =>
+  options.seconds ?? (options.quick ? scenario.seconds.quick : scenario.seconds.full)
+
+async function runScenario(
+  svc: ServiceUnderTest,
+  floors: readonly Floor[],
+  scenario: Scenario,
+  options: Options,
+): Promise<Measured & { floorProcesses: number }> {
   const started = performance.now()
   const tenant = await svc.createTenant()
   const prepared = await scenario.prepare(setupApi(svc.baseUrl, tenant))
+  const answers = await probeAnswers(svc.baseUrl, tenant.apiKey, prepared.cycle)
   const ceiling = scenario.ceiling
     ? await measureCeiling(scenario.ceiling, { durationMs: options.quick ? 800 : 3000 })
     : undefined
-  const ceilingRequests = ceiling ? ceiling.opsPerSecond / scenario.itemsPerRequest : 1000
   const base = {
     baseUrl: svc.baseUrl,
     apiKey: tenant.apiKey,
@@ -144,23 +348,21 @@ async function runScenario(svc: ServiceUnderTest, scenario: Scenario, options: O
   }
 
   // Warm-up: JIT, connections, caches; its rate sizes the measured run.
-  // Sized from the ceiling, capped: a cheap operation (MAC) would otherwise warm up for a minute.
-  const warmAmount = Math.min(
-    ceilingRequests * 0.25 * (options.quick ? 0.5 : 2),
-    options.quick ? 2000 : 10_000,
-  )
+  const warmAmount = warmAmountOf(scenario, ceiling, options)
   const warm = await runLoad({ ...base, amount: Math.max(1, warmAmount) })
   if (warm.non2xx > 0 || warm.errors > 0) {
     throw new Error(
       `${scenario.id}: warm-up answered ${JSON.stringify(warm.statusCodes)}, ${warm.errors} errors`,
     )
   }
-  const seconds = options.quick ? scenario.seconds.quick : scenario.seconds.full
+  const seconds = secondsOf(scenario, options)
   const before = await auditTotals(svc, tenant.tenantId)
   const measureEventLoop = scenario.id === 'mixed'
   if (measureEventLoop) await svc.scrapeEventLoopP99() // starts a fresh window in each process
   const rss = rssSampler(svc)
+  const cpu = cpuMeter(svc)
   const load = await runLoad({ ...base, amount: warm.requestsPerSecond * seconds })
+  const cpuUsed = cpu.stop(load.ok)
   const peaks = rss.stop()
   const eventLoop = measureEventLoop ? await svc.scrapeEventLoopP99() : undefined
   const audit = await checkAudit(
@@ -171,8 +373,11 @@ async function runScenario(svc: ServiceUnderTest, scenario: Scenario, options: O
     prepared.auditRecords,
     scenario.itemsPerRequest,
   )
+  // The floor runs while the service idles: the same cycle, connections and amount sizing.
+  const floor = await measureFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
 
   const itemsPerSecond = load.requestsPerSecond * scenario.itemsPerRequest
+  const floorItemsPerSecond = floor.load.requestsPerSecond * scenario.itemsPerRequest
   const ratio = ceiling ? itemsPerSecond / ceiling.opsPerSecond : undefined
   const row: Row = {
     scenario: scenario.title,
@@ -183,9 +388,11 @@ async function runScenario(svc: ServiceUnderTest, scenario: Scenario, options: O
     p99Ms: load.latency.p99,
     ...(ceiling ? { ceilingItemsPerSecond: ceiling.opsPerSecond } : {}),
     ...(ratio !== undefined ? { ratio } : {}),
-    ...(scenario.target !== undefined && ratio !== undefined
-      ? { target: `≥ ${scenario.target * 100}%`, met: ratio >= scenario.target }
-      : {}),
+    floorItemsPerSecond,
+    floorRatio: itemsPerSecond / floorItemsPerSecond,
+    ...targetCells(scenario.target, { ceiling: ratio, floor: itemsPerSecond / floorItemsPerSecond }),
+    ...cpuCells(cpuUsed),
+    floorCpuUs: floor.floorUs,
     peakRssMb: mb(maxOf(peaks.values())),
     audit: audit.text,
   }
@@ -195,12 +402,58 @@ async function runScenario(svc: ServiceUnderTest, scenario: Scenario, options: O
     row.target = `loop p99 ${p99.toFixed(1)} ms ≤ 20`
     row.met = p99 <= 20
   }
+  const us = (v: number | undefined) => (v === undefined ? '–' : v.toFixed(0))
   log(
     `  ${scenario.id}: ${Math.round(load.requestsPerSecond)} req/s, ${Math.round(itemsPerSecond)} items/s` +
-      `${ratio !== undefined ? ` = ${(ratio * 100).toFixed(0)}% of ${Math.round(ceiling!.opsPerSecond)}` : ''}` +
-      `, p99 ${load.latency.p99.toFixed(2)} ms, audit ${audit.text} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+      `${ratio !== undefined ? ` = ${(ratio * 100).toFixed(0)}% of ceiling ${Math.round(ceiling!.opsPerSecond)}` : ''}` +
+      `, ${((itemsPerSecond / floorItemsPerSecond) * 100).toFixed(0)}% of floor ${Math.round(floorItemsPerSecond)} (${floor.processes} process${floor.processes > 1 ? 'es' : ''})` +
+      `, p99 ${load.latency.p99.toFixed(2)} ms, CPU µs/req api ${us(cpuUsed.apiUs)} pg ${us(cpuUsed.postgresUs)} load ${us(cpuUsed.loadUs)} floor ${us(floor.floorUs)}` +
+      `, audit ${audit.text} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
   )
-  return { row, load, failures: audit.failure ? [`${scenario.id}: ${audit.failure}`] : [] }
+  return {
+    row,
+    load,
+    failures: audit.failure ? [`${scenario.id}: ${audit.failure}`] : [],
+    floorProcesses: floor.processes,
+  }
+}
+
+/** `--floor-only` (npm run bench:floor): the ceiling and the floor, no service measurement. */
+async function runFloorOnly(
+  svc: ServiceUnderTest,
+  floors: readonly Floor[],
+  scenario: Scenario,
+  options: Options,
+): Promise<FloorOnlyRow> {
+  const tenant = await svc.createTenant()
+  const prepared = await scenario.prepare(setupApi(svc.baseUrl, tenant))
+  const answers = await probeAnswers(svc.baseUrl, tenant.apiKey, prepared.cycle)
+  const ceiling = await measureCeiling(scenario.ceiling!, { durationMs: options.quick ? 800 : 3000 })
+  const floor = await measureFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
+  const items = floor.load.requestsPerSecond * scenario.itemsPerRequest
+  log(
+    `  ${scenario.id}: floor ${Math.round(items)} items/s = ${((items / ceiling.opsPerSecond) * 100).toFixed(0)}% of ${Math.round(ceiling.opsPerSecond)} (${floor.processes} process${floor.processes > 1 ? 'es' : ''}), floor ${floor.floorUs.toFixed(0)} µs/req`,
+  )
+  return {
+    scenario: scenario.title,
+    ceilingItemsPerSecond: ceiling.opsPerSecond,
+    floorItemsPerSecond: items,
+    p50Ms: floor.load.latency.p50,
+    p99Ms: floor.load.latency.p99,
+    floorCpuUs: floor.floorUs,
+    loadCpuUs: floor.loadUs,
+    processes: floor.processes,
+  }
+}
+
+/** The issue's target of a scenario against the ratio it names (÷ floor or ÷ ceiling). */
+function targetCells(
+  target: Target | undefined,
+  ratios: { ceiling: number | undefined; floor: number },
+): Pick<Row, 'target' | 'met'> {
+  const ratio = target ? ratios[target.of] : undefined
+  if (!target || ratio === undefined) return {}
+  return { target: `≥ ${target.ratio * 100}% of ${target.of}`, met: ratio >= target.ratio }
 }
 
 /** p99 of single encrypts offered at half the rate the saturated run reached. */
@@ -213,6 +466,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
   const connections = 16
   const before = await auditTotals(svc, tenant.tenantId)
   const rss = rssSampler(svc)
+  const cpu = cpuMeter(svc)
   const load = await runLoad({
     baseUrl: svc.baseUrl,
     apiKey: tenant.apiKey,
@@ -221,6 +475,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
     amount: rate * seconds,
     overallRate: rate,
   })
+  const cpuUsed = cpu.stop(load.ok)
   const peaks = rss.stop()
   const audit = await checkAudit(svc, tenant.tenantId, before, load, prepared.auditRecords, 1)
   log(
@@ -235,6 +490,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
       p99Ms: load.latency.p99,
       target: 'p99 ≤ 10 ms',
       met: load.latency.p99 <= 10,
+      ...cpuCells(cpuUsed),
       peakRssMb: mb(maxOf(peaks.values())),
       audit: audit.text,
     },
@@ -255,6 +511,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   const base = { baseUrl: svc.baseUrl, apiKey: tenant.apiKey, connections: 32, cycle: prepared.cycle }
   const before = await auditTotals(svc, tenant.tenantId)
   const rss = rssSampler(svc)
+  const cpu = cpuMeter(svc)
   const halves: LoadResult[] = []
   const rssAt: Map<number, number>[] = []
   for (let half = 0; half < 2; half++) {
@@ -266,6 +523,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   }
   const peaks = rss.stop()
   const [first, second] = halves as [LoadResult, LoadResult]
+  const cpuUsed = cpu.stop(first.ok + second.ok)
   const combined: LoadResult = {
     ...second,
     sent: first.sent + second.sent,
@@ -292,6 +550,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
       p99Ms: second.latency.p99,
       target: 'RSS ≤ 300 MB, growth < 10%',
       met: peakMb <= 300 && worstGrowth < 0.1,
+      ...cpuCells(cpuUsed),
       peakRssMb: peakMb,
       audit: audit.text,
     },
@@ -300,10 +559,13 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   }
 }
 
-function writeResults(path: string, body: string): void {
+const MAIN_BLOCK = 'bench'
+const ZERO_CONFIG_BLOCK = 'bench:zero-config'
+
+function writeResults(path: string, name: string, body: string): void {
   // Only the generated block is replaced: the notes around it (the optimisation log) stay.
-  const begin = '<!-- bench:begin -->'
-  const end = '<!-- bench:end -->'
+  const begin = `<!-- ${name}:begin -->`
+  const end = `<!-- ${name}:end -->`
   let current = ''
   try {
     current = readFileSync(path, 'utf8')
@@ -311,10 +573,19 @@ function writeResults(path: string, body: string): void {
   const block = `${begin}\n${body}${end}`
   const start = current.indexOf(begin)
   const stop = current.indexOf(end)
-  const next =
-    start >= 0 && stop > start
-      ? current.slice(0, start) + block + current.slice(stop + end.length)
-      : `# Benchmark results\n\n${block}\n`
+  let next: string
+  if (start >= 0 && stop > start) next = current.slice(0, start) + block + current.slice(stop + end.length)
+  else if (name === MAIN_BLOCK) next = `# Benchmark results\n\n${block}\n${current}`
+  else {
+    // A new block goes right after the main one (the analysis follows both), else at the end.
+    const heading = `### Zero-configuration start (\`npm run bench -- --zero-config\`)\n\n${block}\n`
+    const mainEnd = `<!-- ${MAIN_BLOCK}:end -->`
+    const at = current.indexOf(mainEnd)
+    next =
+      at >= 0
+        ? `${current.slice(0, at + mainEnd.length)}\n\n${heading}${current.slice(at + mainEnd.length)}`
+        : `${current}${current ? '\n' : '# Benchmark results\n\n'}${heading}`
+  }
   writeFileSync(path, next)
 }
 
@@ -322,46 +593,93 @@ async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2))
   const wanted = (id: string) => !options.only || options.only.has(id)
   const scenarios = SCENARIOS.filter((s) => wanted(s.id))
-  const mode = options.quick ? 'quick' : 'full'
+  const mode = `${options.quick ? 'quick' : 'full'}${options.zeroConfig ? ', zero configuration' : ''}`
   log(
-    `kms bench (${mode}): starting the service (npm start, KMS_API_PROCESSES=${options.processes ?? 'default'})`,
+    options.zeroConfig
+      ? `kms bench (${mode}): starting the service (npm start with only PORT, HOST and KMS_DATA_DIR)`
+      : `kms bench (${mode}): starting the service (npm start, KMS_API_PROCESSES=${options.processes ?? 'default'})`,
   )
-  const svc = await startServiceUnderTest(options.processes ? { apiProcesses: options.processes } : {})
+  const svc = await startServiceUnderTest({
+    ...(options.processes ? { apiProcesses: options.processes } : {}),
+    zeroConfig: options.zeroConfig,
+  })
   const rows: Row[] = []
+  const floorRows: FloorOnlyRow[] = []
   const failures: string[] = []
+  const floorWins = new Map<number, string[]>()
+  const floors: Floor[] = []
   let machine: ReturnType<typeof describeMachine> | undefined
   const started = performance.now()
   try {
+    for (const processes of options.floorProcesses) {
+      floors.push(await startFloor({ processes, port: await freePort() }))
+    }
     const [pg] = await svc.sql<{ server_version: string }[]>`SHOW server_version`
-    machine = describeMachine(pg!.server_version)
+    machine = describeMachine(`${pg!.server_version}${svc.embeddedDatabase ? ' (embedded PGlite)' : ''}`)
     log(
-      `service up at ${svc.baseUrl}, API processes: ${svc.apiProcessRss().size}; ${machine.cores} cores, Node ${machine.node}, OpenSSL ${machine.openssl}`,
+      `service up at ${svc.baseUrl}, API processes: ${svc.apiPids().length}; floor processes: ${options.floorProcesses.join(' and ')}; ${machine.cores} cores, Node ${machine.node}, OpenSSL ${machine.openssl}`,
     )
-    // The memory run goes first, on fresh processes: it asks whether serving a million operations
-    // grows memory, which the high-water marks left by 1 MB bodies and batches would hide.
-    if (wanted(ENDURANCE_ID)) {
-      const measured = await runEndurance(svc, options)
-      rows.push(measured.row)
-      failures.push(...measured.failures)
-    }
-    let encryptRate: number | undefined
-    for (const scenario of scenarios) {
-      const measured = await runScenario(svc, scenario, options)
-      rows.push(measured.row)
-      failures.push(...measured.failures)
-      if (scenario.id === 'encrypt-64-b') encryptRate = measured.load.requestsPerSecond
-    }
-    if (wanted(HALF_RATE_ID) && encryptRate) {
-      const measured = await runHalfRate(svc, encryptRate, options)
-      rows.push(measured.row)
-      failures.push(...measured.failures)
+    if (options.floorOnly) {
+      for (const scenario of scenarios) {
+        if (scenario.ceiling) floorRows.push(await runFloorOnly(svc, floors, scenario, options))
+      }
+    } else {
+      // The memory run goes first, on fresh processes: it asks whether serving a million
+      // operations grows memory, which the high-water marks left by 1 MB bodies and batches would hide.
+      if (wanted(ENDURANCE_ID)) {
+        const measured = await runEndurance(svc, options)
+        rows.push(measured.row)
+        failures.push(...measured.failures)
+      }
+      let encryptRate: number | undefined
+      for (const scenario of scenarios) {
+        const measured = await runScenario(svc, floors, scenario, options)
+        rows.push(measured.row)
+        failures.push(...measured.failures)
+        floorWins.set(measured.floorProcesses, [
+          ...(floorWins.get(measured.floorProcesses) ?? []),
+          scenario.id,
+        ])
+        if (scenario.id === 'encrypt-64-b') encryptRate = measured.load.requestsPerSecond
+      }
+      if (wanted(HALF_RATE_ID) && encryptRate) {
+        const measured = await runHalfRate(svc, encryptRate, options)
+        rows.push(measured.row)
+        failures.push(...measured.failures)
+      }
     }
   } finally {
+    await Promise.all(floors.map((floor) => floor.stop()))
     await svc.stop()
   }
 
+  if (options.floorOnly) {
+    log(`\n${floorTextTable(floorRows)}`)
+    log(`finished in ${((performance.now() - started) / 1000).toFixed(0)} s`)
+    if (options.out && machine) {
+      writeResults(
+        options.out,
+        'bench:floor',
+        `${machineMarkdown(machine, mode)}\n${floorMarkdownTable(floorRows)}`,
+      )
+      log(`results written to ${options.out}`)
+    }
+    return
+  }
   log(`\n${textTable(rows)}`)
   const notes = rows.filter((r) => r.note).map((r) => `${r.scenario}: ${r.note}`)
+  if (floors.length > 1) {
+    const wins = [...floorWins].map(([n, ids]) => `${n} process${n > 1 ? 'es' : ''} for ${ids.join(', ')}`)
+    notes.push(
+      `HTTP floor: the faster of ${options.floorProcesses.join(' and ')} processes; ${wins.join('; ')}`,
+    )
+  } else {
+    notes.push(
+      `HTTP floor: ${options.floorProcesses[0]} process${options.floorProcesses[0]! > 1 ? 'es' : ''}`,
+    )
+  }
+  if (svc.embeddedDatabase)
+    notes.push('PG µs/req: the embedded database runs inside the API process, so its CPU is in API µs/req')
   for (const note of notes) log(note)
   log(`finished in ${((performance.now() - started) / 1000).toFixed(0)} s`)
   const out =
@@ -369,6 +687,7 @@ async function main(): Promise<void> {
   if (out && machine) {
     writeResults(
       out,
+      options.zeroConfig ? ZERO_CONFIG_BLOCK : MAIN_BLOCK,
       `${machineMarkdown(machine, mode)}\n${markdownTable(rows)}\n${notes.map((n) => `- ${n}`).join('\n')}\n`,
     )
     log(`results written to ${out}`)

@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyReply,
   LogController,
 } from 'fastify'
+import type { Logger } from 'pino'
 import { auditRoutes } from './audit/audit-routes.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
@@ -21,6 +22,7 @@ import { metricsRoutes } from './health/metrics-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import { instrumentRequests } from './metrics/http-metrics.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
+import { LazyChildLogger } from './platform/logger.ts'
 import { documentTransform, type Json, routeTransform } from './platform/openapi.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
@@ -72,6 +74,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     // One access-log line per request (the onResponse hook below) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    // The request's child logger is made when the request logs something (platform/logger.ts).
+    childLoggerFactory: (logger, bindings, options) =>
+      new LazyChildLogger(
+        logger as Logger,
+        bindings,
+        options as Record<string, unknown>,
+      ) as unknown as FastifyBaseLogger,
     // `format: 'unsafe'` on response strings is a hint to fast-json-stringify (crypto-schemas.ts
     // Base64Output); its own ajv, used for unions, must know the format or it logs a line per use.
     serializerOpts: { ajv: { formats: { unsafe: true } } },
@@ -107,16 +116,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // costs about 7% of a process's CPU on the encrypt path, so it is at debug level unless
   // KMS_ACCESS_LOG asks for it at info (bench/RESULTS.md).
   const accessLogLevel = deps.accessLog ? 'info' : 'debug'
+  const accessLogged = deps.logger.isLevelEnabled(accessLogLevel)
   app.addHook('onResponse', (request, reply, done) => {
-    request.log[accessLogLevel](
-      {
-        method: request.method,
-        url: request.url,
-        statusCode: reply.statusCode,
-        responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'request completed',
-    )
+    if (accessLogged) {
+      request.log[accessLogLevel](
+        {
+          method: request.method,
+          url: request.url,
+          statusCode: reply.statusCode,
+          responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
+        },
+        'request completed',
+      )
+    }
     // Routed requests are counted by their route's own hook (instrumentRequests).
     if (request.is404) requestMetrics.unmatched(request, reply)
     done()

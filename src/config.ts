@@ -209,7 +209,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     previousMasterKeys: list(env['KMS_MASTER_KEY_PREVIOUS']),
     masterKeyFile: env['KMS_MASTER_KEY_FILE'] || undefined,
     production,
-    apiProcesses: integer(env, 'KMS_API_PROCESSES', availableParallelism(), 1, 256),
+    // One core is left to PostgreSQL, the crypto threads and the kernel: on 2 cores one API process
+    // served 40% more small operations than two (each paid 60% more CPU per request fighting
+    // for the cores); two did 15-25% better only on 1 MB bodies (bench/RESULTS.md, step 12).
+    apiProcesses: integer(env, 'KMS_API_PROCESSES', Math.max(1, availableParallelism() - 1), 1, 256),
     logLevel: env['LOG_LEVEL'] || 'info',
     accessLog: flag(env, 'KMS_ACCESS_LOG', false),
     apiKeyCacheTtlMs: integer(env, 'KMS_API_KEY_CACHE_TTL_MS', 5000, 0, 600_000),

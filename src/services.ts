@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
+import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import type { Config } from './config.ts'
@@ -96,6 +97,9 @@ export async function createServices(
     logger,
     timeoutMs: config.auditWriteTimeoutMs,
     observer: metrics.audit,
+    // Four writes in flight while there is CPU to spare, one while the machine is saturated
+    // (audit/write-concurrency.ts).
+    maxConcurrentWrites: loadAwareWriteConcurrency({ idle: 4, busy: 1, threshold: 0.7, windowMs: 100 }),
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })

@@ -1265,13 +1265,11 @@ describe('binary bodies on POST /encrypt and /decrypt', () => {
   // ---- 11. Other routes ----------------------------------------------------------------------
 
   describe('other routes', () => {
-    test('application/octet-stream is 415 unsupported_media_type everywhere but /encrypt and /decrypt', async () => {
+    test('application/octet-stream is 415 unsupported_media_type everywhere but /encrypt, /decrypt and their batches', async () => {
       const keyId = keyIdOf('ML-KEM-512')
       const before = await svc.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM keys`
       const paths = [
         '/keys',
-        '/encrypt/batch',
-        '/decrypt/batch',
         '/sign',
         '/verify',
         '/generate-data-key',
@@ -1331,7 +1329,7 @@ describe('binary bodies on POST /encrypt and /decrypt', () => {
         }
       }
       // Other routes keep JSON only.
-      for (const path of ['/api/v1/encrypt/batch', '/api/v1/sign', '/api/v1/keys']) {
+      for (const path of ['/api/v1/sign', '/api/v1/keys']) {
         const content = doc.body.paths?.[path]?.post?.requestBody?.content ?? {}
         assert.deepEqual(Object.keys(content), ['application/json'], `${path}: JSON only`)
       }

@@ -114,16 +114,18 @@ test('stats() and onTaskDone report each task with its kind and outcome', async 
 
 describe('fair queue (the scheduling in front of the threads)', () => {
   /** A queue over an executor whose tasks end when the test says so. */
-  function harness(threads: number, activeWindowMs: number) {
+  function harness(threads: number, activeWindowMs: number, options: { tenantMaxQueue?: number } = {}) {
     let clock = 0
     const started: string[] = []
     const finish = new Map<string, () => void>()
     const queue = createFairQueue<string, string>({
       threads,
       maxQueue: 100,
-      tenantMaxQueue: 3,
+      tenantMaxQueue: options.tenantMaxQueue ?? 3,
       activeWindowMs,
       now: () => clock,
+      // Tasks named s… are short (stackable two per thread), the others long.
+      isShort: (task) => task.startsWith('s'),
       execute: (task) =>
         new Promise((resolve) => {
           started.push(task)
@@ -184,6 +186,26 @@ describe('fair queue (the scheduling in front of the threads)', () => {
     await h.end('b1')
     await h.end('b2')
     await Promise.all([a, ...b])
+  })
+
+  test('short tasks stack two per thread while no long task runs or waits; a long task gets a thread with nothing stacked', async () => {
+    const h = harness(2, 1000, { tenantMaxQueue: 10 })
+    const results = ['s1', 's2', 's3', 's4', 's5'].map((t) => h.queue.submit('B', t))
+    assert.deepEqual(h.started, ['s1', 's2', 's3', 's4'], 'two per thread for a tenant alone')
+    results.push(h.queue.submit('A', 'long1'))
+    await h.end('s1')
+    await h.end('s2')
+    assert.equal(h.started.length, 4, 'a long task waits, and nothing stacks meanwhile')
+    await h.end('s3')
+    assert.deepEqual(h.started.slice(4), ['long1'], 'once a thread can be free, the long task takes it')
+    results.push(h.queue.submit('A', 's-a'))
+    await h.end('s4')
+    assert.deepEqual(h.started.slice(5), ['s5'], 'one task per free thread while a long task runs')
+    await h.end('long1')
+    assert.deepEqual(h.started.slice(6), ['s-a'], 'stacking again once no long task runs')
+    await h.end('s5')
+    await h.end('s-a')
+    assert.deepEqual((await Promise.all(results)).sort(), ['long1', 's-a', 's1', 's2', 's3', 's4', 's5'])
   })
 
   test('past the per-tenant limit: 429 crypto_busy with retryAfterSeconds; other tenants still queue', async () => {

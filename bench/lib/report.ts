@@ -11,7 +11,20 @@ export interface Row {
   p50Ms: number
   p99Ms: number
   ceilingItemsPerSecond?: number
+  /** Service ÷ ceiling. */
   ratio?: number
+  /** The HTTP floor's items per second (bench/lib/floor.ts) and service ÷ floor. */
+  floorItemsPerSecond?: number
+  floorRatio?: number
+  /**
+   * CPU µs per answered request of the measured load: the API processes (all their threads),
+   * PostgreSQL (every `postgres` process), the load generator (the bench process) and the
+   * floor's processes during the floor's own run.
+   */
+  apiCpuUs?: number
+  postgresCpuUs?: number
+  loadCpuUs?: number
+  floorCpuUs?: number
   target?: string
   /** Whether the target holds; absent when there is none. */
   met?: boolean
@@ -20,7 +33,7 @@ export interface Row {
   note?: string
 }
 
-const HEADERS = [
+export const HEADERS = [
   'scenario',
   'req/s',
   'items/s',
@@ -28,8 +41,14 @@ const HEADERS = [
   'p50 ms',
   'p99 ms',
   'ceiling items/s',
-  'ratio',
+  '÷ ceiling',
+  'floor items/s',
+  '÷ floor',
   'target',
+  'API µs/req',
+  'PG µs/req',
+  'load µs/req',
+  'floor µs/req',
   'peak RSS MB',
   'audit',
 ]
@@ -39,36 +58,110 @@ const fixed = (value: number | undefined, digits: number) =>
 const whole = (value: number | undefined) =>
   value === undefined || !Number.isFinite(value) ? '–' : Math.round(value).toLocaleString('en-US')
 
-function cells(row: Row): string[] {
+const percent = (ratio: number | undefined) =>
+  ratio === undefined || !Number.isFinite(ratio) ? '–' : `${(ratio * 100).toFixed(0)}%`
+
+function cells(row: Row): Record<string, string> {
   const target = row.target ? `${row.target} ${row.met === undefined ? '' : row.met ? '✓' : '✗'}`.trim() : ''
-  return [
-    row.scenario,
-    whole(row.requestsPerSecond),
-    whole(row.itemsPerSecond),
-    fixed(row.megabytesPerSecond, 1),
-    fixed(row.p50Ms, 2),
-    fixed(row.p99Ms, 2),
-    whole(row.ceilingItemsPerSecond),
-    row.ratio === undefined ? '–' : `${(row.ratio * 100).toFixed(0)}%`,
+  return {
+    scenario: row.scenario,
+    'req/s': whole(row.requestsPerSecond),
+    'items/s': whole(row.itemsPerSecond),
+    'MB/s': fixed(row.megabytesPerSecond, 1),
+    'p50 ms': fixed(row.p50Ms, 2),
+    'p99 ms': fixed(row.p99Ms, 2),
+    'ceiling items/s': whole(row.ceilingItemsPerSecond),
+    '÷ ceiling': percent(row.ratio),
+    'floor items/s': whole(row.floorItemsPerSecond),
+    '÷ floor': percent(row.floorRatio),
     target,
-    whole(row.peakRssMb),
-    row.audit,
-  ]
+    'API µs/req': whole(row.apiCpuUs),
+    'PG µs/req': whole(row.postgresCpuUs),
+    'load µs/req': whole(row.loadCpuUs),
+    'floor µs/req': whole(row.floorCpuUs),
+    'peak RSS MB': whole(row.peakRssMb),
+    audit: row.audit,
+  }
+}
+
+/** The floor-only table (`npm run bench:floor`): the service's columns stay out. */
+export const FLOOR_HEADERS = [
+  'scenario',
+  'ceiling items/s',
+  'floor items/s',
+  'floor ÷ ceiling',
+  'floor p50 ms',
+  'floor p99 ms',
+  'floor µs/req',
+  'load µs/req',
+  'floor processes',
+]
+
+export interface FloorOnlyRow {
+  scenario: string
+  ceilingItemsPerSecond: number
+  floorItemsPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  floorCpuUs: number
+  loadCpuUs: number
+  processes: number
+}
+
+function floorCells(row: FloorOnlyRow): Record<string, string> {
+  return {
+    scenario: row.scenario,
+    'ceiling items/s': whole(row.ceilingItemsPerSecond),
+    'floor items/s': whole(row.floorItemsPerSecond),
+    'floor ÷ ceiling': percent(row.floorItemsPerSecond / row.ceilingItemsPerSecond),
+    'floor p50 ms': fixed(row.p50Ms, 2),
+    'floor p99 ms': fixed(row.p99Ms, 2),
+    'floor µs/req': whole(row.floorCpuUs),
+    'load µs/req': whole(row.loadCpuUs),
+    'floor processes': String(row.processes),
+  }
+}
+
+function grid<R>(
+  rows: readonly R[],
+  headers: readonly string[],
+  toCells: (row: R) => Record<string, string>,
+) {
+  return rows.map((row) => {
+    const all = toCells(row)
+    return headers.map((h) => all[h] ?? '')
+  })
 }
 
 export function markdownTable(rows: readonly Row[]): string {
+  return markdown(HEADERS, grid(rows, HEADERS, cells))
+}
+
+export function floorMarkdownTable(rows: readonly FloorOnlyRow[]): string {
+  return markdown(FLOOR_HEADERS, grid(rows, FLOOR_HEADERS, floorCells))
+}
+
+function markdown(headers: readonly string[], body: string[][]): string {
   const lines = [
-    `| ${HEADERS.join(' | ')} |`,
-    `|${HEADERS.map((_, i) => (i === 0 ? '---' : '--:')).join('|')}|`,
+    `| ${headers.join(' | ')} |`,
+    `|${headers.map((_, i) => (i === 0 ? '---' : '--:')).join('|')}|`,
   ]
-  for (const row of rows) lines.push(`| ${cells(row).join(' | ')} |`)
+  for (const row of body) lines.push(`| ${row.join(' | ')} |`)
   return `${lines.join('\n')}\n`
 }
 
 /** Fixed-width text for the terminal. */
 export function textTable(rows: readonly Row[]): string {
-  const table = [HEADERS, ...rows.map(cells)]
-  const widths = HEADERS.map((_, i) => Math.max(...table.map((r) => [...r[i]!].length)))
+  return text(HEADERS, grid(rows, HEADERS, cells))
+}
+
+export function floorTextTable(rows: readonly FloorOnlyRow[]): string {
+  return text(FLOOR_HEADERS, grid(rows, FLOOR_HEADERS, floorCells))
+}
+
+function text(headers: readonly string[], body: string[][]): string {
+  const table = [[...headers], ...body]
+  const widths = headers.map((_, i) => Math.max(...table.map((r) => [...r[i]!].length)))
   return `${table
     .map((r) =>
       r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  '),

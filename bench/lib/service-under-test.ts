@@ -35,12 +35,16 @@ export interface ServiceUnderTest {
   createTenant(): Promise<BenchTenant>
   /** Resident set size in bytes of each API process (the primary too when it serves). */
   apiProcessRss(): Map<number, number>
+  /** Pids of the processes that serve requests (the primary when it serves alone). */
+  apiPids(): number[]
+  /** True when the database runs inside the service (zero configuration: PGlite). */
+  embeddedDatabase: boolean
   /** Event-loop delay p99 (ms) per API process since its previous scrape. */
   scrapeEventLoopP99(): Promise<Map<number, number>>
   stop(): Promise<void>
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.once('error', reject)
@@ -122,37 +126,60 @@ async function waitForHealth(baseUrl: string, child: ChildProcess, logFile: stri
 export async function startServiceUnderTest(options: {
   apiProcesses?: number
   env?: Record<string, string>
+  /**
+   * `npm start` with nothing configured but PORT, HOST and a fresh KMS_DATA_DIR: the embedded
+   * PGlite database on a Unix socket in the data directory, one process, no Redis, a generated
+   * master key file and the bootstrap tenant.
+   */
+  zeroConfig?: boolean
 }): Promise<ServiceUnderTest> {
+  const zeroConfig = options.zeroConfig === true
   const dbName = `kms_bench_${randomBytes(5).toString('hex')}`
-  const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
-  await admin.unsafe(`CREATE DATABASE ${dbName}`)
-  await admin.end()
-  const dbUrl = new URL(ADMIN_DATABASE_URL)
-  dbUrl.pathname = `/${dbName}`
-  const databaseUrl = dbUrl.toString()
-
   const workDir = join(tmpdir(), dbName)
+  let databaseUrl: string
+  if (zeroConfig) {
+    // The URL the service's embedded PostgreSQL answers on (src/platform/embedded-postgres.ts).
+    databaseUrl = `postgres://postgres@localhost/postgres?host=${encodeURIComponent(join(workDir, 'run'))}`
+  } else {
+    const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+    await admin.unsafe(`CREATE DATABASE ${dbName}`)
+    await admin.end()
+    const dbUrl = new URL(ADMIN_DATABASE_URL)
+    dbUrl.pathname = `/${dbName}`
+    databaseUrl = dbUrl.toString()
+  }
+
   mkdirSync(workDir, { recursive: true })
   const logFile = join(workDir, 'service.log')
   const logFd = openSync(logFile, 'a')
   const port = await freePort()
-  const masterKey = randomBytes(32).toString('base64')
-  const env: Record<string, string> = {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL,
-    KMS_REDIS_PREFIX: `${dbName}:`,
-    KMS_MASTER_KEY: masterKey,
-    KMS_DATA_DIR: workDir,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    KMS_BOOTSTRAP: 'false',
-    ...(options.apiProcesses ? { KMS_API_PROCESSES: String(options.apiProcesses) } : {}),
-    ...options.env,
-  }
+  const masterKey = zeroConfig ? undefined : randomBytes(32).toString('base64')
+  const env: Record<string, string> = zeroConfig
+    ? { KMS_DATA_DIR: workDir, PORT: String(port), HOST: '127.0.0.1' }
+    : {
+        DATABASE_URL: databaseUrl,
+        REDIS_URL,
+        KMS_REDIS_PREFIX: `${dbName}:`,
+        KMS_MASTER_KEY: masterKey!,
+        KMS_DATA_DIR: workDir,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        KMS_BOOTSTRAP: 'false',
+        ...(options.apiProcesses ? { KMS_API_PROCESSES: String(options.apiProcesses) } : {}),
+        ...options.env,
+      }
+  // Zero configuration means none inherited either: the bench's own environment may hold the
+  // service's settings (a developer's shell, the test helpers).
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) =>
+        !zeroConfig || !(name.startsWith('KMS_') || ['DATABASE_URL', 'REDIS_URL', 'NODE_ENV'].includes(name)),
+    ),
+  )
   // The service's log goes to a file: a pipe read by the bench would cost the load generator CPU.
   const child = spawn(process.execPath, ['src/main.ts'], {
     cwd: PROJECT_ROOT,
-    env: { ...process.env, ...env },
+    env: { ...inherited, ...env },
     stdio: ['ignore', logFd, logFd],
   })
   closeSync(logFd)
@@ -161,12 +188,17 @@ export async function startServiceUnderTest(options: {
 
   const sql = connectDatabase({
     url: databaseUrl,
-    poolSize: 2,
+    // PGlite is one session multiplexed over its socket's connections: one is plenty.
+    poolSize: zeroConfig ? 1 : 2,
     statementTimeoutMs: 120_000,
     applicationName: 'kms-bench',
   })
   const cleanUp = async () => {
     await sql.end({ timeout: 5 })
+    if (zeroConfig) {
+      rmSync(workDir, { recursive: true, force: true })
+      return
+    }
     const a = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
     await a.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
     await a.end()
@@ -183,6 +215,7 @@ export async function startServiceUnderTest(options: {
 
   const logger = createLogger('silent', 'kms-bench')
   const { keyring: masterKeys } = loadMasterKeyring(
+    // Zero configuration: the key file the service generated in its data directory.
     { masterKey, previousMasterKeys: [], masterKeyFile: undefined, dataDir: workDir, production: false },
     logger,
   )
@@ -201,6 +234,8 @@ export async function startServiceUnderTest(options: {
   return {
     baseUrl,
     sql,
+    embeddedDatabase: zeroConfig,
+    apiPids,
     async createTenant() {
       const created = await createTenant(
         { sql, masterKeys, apiKeys, audit },

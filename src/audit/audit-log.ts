@@ -52,11 +52,12 @@ export function createAuditLog(deps: {
    * operation waited for the write before its own too, so a process's throughput was bounded by
    * its connection count divided by two flushes (bench/RESULTS.md).
    */
-  maxConcurrentWrites?: number
+  maxConcurrentWrites?: number | (() => number)
   observer?: AuditObserver
 }): AuditLog {
   const maxBatch = deps.maxBatch ?? 1000
-  const maxConcurrentWrites = deps.maxConcurrentWrites ?? 4
+  const limit = deps.maxConcurrentWrites ?? 4
+  const maxConcurrentWrites = typeof limit === 'number' ? () => limit : limit
   let queue: Pending[] = []
   let inFlight = 0
   let writing = 0
@@ -97,7 +98,7 @@ export function createAuditLog(deps: {
 
   function startWrite(): void {
     scheduled = false
-    while (inFlight < maxConcurrentWrites && queue.length > 0) {
+    while (queue.length > 0 && inFlight < maxConcurrentWrites()) {
       const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch)
       queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch)
       inFlight++
@@ -116,7 +117,7 @@ export function createAuditLog(deps: {
   }
 
   function schedule(): void {
-    if (scheduled || queue.length === 0 || inFlight >= maxConcurrentWrites) return
+    if (scheduled || queue.length === 0 || inFlight >= maxConcurrentWrites()) return
     scheduled = true
     // setImmediate lets every request handled in this turn of the event loop join the batch.
     setImmediate(startWrite)

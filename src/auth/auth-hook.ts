@@ -13,6 +13,19 @@ function policyPath(request: FastifyRequest): string | undefined {
   return path.slice(API_PREFIX.length)
 }
 
+/**
+ * The requirement of a request: its route's, found at start-up; for a path no route matched
+ * (authenticated first, so that strangers cannot probe which routes exist), from the policy.
+ * Undefined outside /api/v1.
+ */
+function requirementOf(request: FastifyRequest): Requirement | undefined {
+  const ofRoute = (request.routeOptions.config as { requirements?: Record<string, Requirement> })
+    .requirements?.[request.method]
+  if (ofRoute) return ofRoute
+  const path = policyPath(request)
+  return path === undefined ? undefined : requirementFor(request.method, concrete(path))
+}
+
 /** Route patterns use `:param`; the policy is written against concrete paths. */
 const concrete = (routeUrl: string) => routeUrl.replace(/:[^/]+/g, 'x')
 
@@ -58,19 +71,22 @@ export function registerAuthentication(
 ): void {
   app.decorateRequest('principal', null)
 
-  // Deny by default: a route the scope policy does not cover stops the start.
+  // Deny by default: a route the scope policy does not cover stops the start. Each route's
+  // requirement is looked up here, once, and kept in its config for the hook below.
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith(`${API_PREFIX}/`)) return
     const path = concrete(route.url.slice(API_PREFIX.length))
     if (!hasRule(path))
       throw new Error(`route ${route.url} has no rule in the scope policy (src/auth/scopes.ts)`)
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    const requirements: Record<string, Requirement> = {}
+    for (const method of methods) requirements[method] = requirementFor(method, path)
+    route.config = { ...route.config, requirements } as typeof route.config
   })
 
   app.addHook('onRequest', async (request) => {
-    const path = policyPath(request)
-    if (path === undefined) return
-    const requirement = requirementFor(request.method, concrete(path))
-    if (requirement.kind === 'public') return
+    const requirement = requirementOf(request)
+    if (requirement === undefined || requirement.kind === 'public') return
 
     const presented = request.headers['x-api-key']
     const principal =

@@ -42,6 +42,17 @@ export function createAuthenticator(deps: {
   deps.bus.subscribe(API_KEY_INVALIDATION_TOPIC, (lookupId) => cache.dropGroup(lookupId))
   deps.bus.onResync(() => cache.clear())
 
+  // The principal of a cached row is built once: the row object lives as long as its cache entry.
+  const principals = new WeakMap<ApiKeyRow, Principal>()
+  const principalOf = (row: ApiKeyRow): Principal => {
+    let principal = principals.get(row)
+    if (!principal) {
+      principal = { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
+      principals.set(row, principal)
+    }
+    return principal
+  }
+
   // One query per key however many requests arrive at once.
   const load = (lookupId: string) =>
     cache.get(lookupId, '', async () => (await findApiKeyByLookupId(deps.sql, lookupId)) ?? null)
@@ -54,7 +65,7 @@ export function createAuthenticator(deps: {
       if (!row || !apiKeyMatches(presented, row.secret_hash)) return undefined
       if (row.revoked_at) return undefined
       if (row.expires_at && row.expires_at.getTime() <= now()) return undefined
-      return { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
+      return principalOf(row)
     },
     invalidate: (lookupId) => deps.bus.publish(API_KEY_INVALIDATION_TOPIC, lookupId),
   }

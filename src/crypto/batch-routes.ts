@@ -4,12 +4,15 @@ import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
+import { parseBinaryBatch, serializeBinaryBatch } from './batch-binary.ts'
 import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
+import { BINARY, jsonOrBinary, registerBinaryParser } from './binary-transport.ts'
 import {
   Base64,
   Base64Output,
   Context,
   CRYPTO_BODY_LIMIT_BYTES,
+  compactEnvelope,
   contextBytes,
   DECRYPT_BATCH_BODY_LIMIT_BYTES,
   DECRYPT_BODY_LIMIT_BYTES,
@@ -18,9 +21,12 @@ import {
   envelopeFromParts,
   envelopeToParts,
   KeyVersion,
+  MAX_ENVELOPE_BYTES,
+  MAX_PLAINTEXT_BYTES,
   Mode,
 } from './crypto-schemas.ts'
 import type { OpenRequest } from './crypto-service.ts'
+import { toCompact } from './envelope.ts'
 
 const TAGS = ['Cryptographic operations']
 
@@ -123,6 +129,25 @@ const DecryptBatchResponse = Type.Object({
 })
 nameSchema(DecryptBatchResponse, 'DecryptBatchResponse')
 
+const BatchHeaders = Type.Object({
+  'x-key-id': Type.Optional(
+    Uuid('Binary encrypt batches only: the Encryption key of every item (default: the tenant default)'),
+  ),
+})
+
+const BINARY_BATCH =
+  `Or ${BINARY}: the binary batch framing of docs/envelope-format.md ("Binary batches"), answered ` +
+  'in the same framing; it carries the items as raw bytes instead of Base64 in JSON.'
+
+/** A JSON body names its keys itself; X-Key-Id beside it would be ambiguous. */
+/** X-Key-Id is for binary encrypt batches only: elsewhere the items or envelopes name the keys. */
+function rejectKeyHeader(headers: { 'x-key-id'?: string | undefined }, message: string, why: string): void {
+  if (headers['x-key-id'] === undefined) return
+  throw new AppError(400, 'validation_failed', `x-key-id: ${message}`, {
+    fields: [{ path: 'headers/x-key-id', message: why }],
+  })
+}
+
 /** An item that cannot be read becomes its own error; the others go ahead. */
 function readItem<T>(read: () => T): T | AppError {
   try {
@@ -135,6 +160,8 @@ function readItem<T>(read: () => T): T | AppError {
 
 export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
   return async (app) => {
+    registerBinaryParser(app)
+
     app.post(
       '/encrypt/batch',
       {
@@ -143,13 +170,45 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
           tags: TAGS,
           summary:
             'Encrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+          description: `${BINARY_BATCH} X-Key-Id names the key of every item of a binary batch.`,
           operationId: 'encryptBatch',
-          body: EncryptBatchBody,
-          response: { 200: EncryptBatchResponse, ...errorResponses(403, 413) },
+          headers: BatchHeaders,
+          body: jsonOrBinary(EncryptBatchBody, 'Binary batch framing: plaintext and context per item'),
+          response: {
+            200: jsonOrBinary(EncryptBatchResponse, 'Binary batch framing: the compact envelope per item'),
+            ...errorResponses(403, 413, 415),
+          },
         },
       },
-      async (request) => {
-        const { items, mode } = request.body
+      async (request, reply) => {
+        if (Buffer.isBuffer(request.body)) {
+          const keyId = request.headers['x-key-id']
+          const parsed = parseBinaryBatch(request.body, {
+            maxItems: MAX_BATCH_ITEMS,
+            maxDataBytes: MAX_PLAINTEXT_BYTES,
+            dataName: 'plaintext',
+          })
+          const results = await batches.encrypt(
+            actorOf(request),
+            parsed.map((item) => ({
+              keyId,
+              plaintext: item.data,
+              context: item.context,
+            })),
+          )
+          reply.type(BINARY)
+          return serializeBinaryBatch(
+            results.map((r) =>
+              r.ok ? { ok: true, keyId: r.keyId, keyVersion: r.keyVersion, bytes: toCompact(r) } : r,
+            ),
+          )
+        }
+        rejectKeyHeader(
+          request.headers,
+          `for ${BINARY} batches only; a JSON batch names keyId per item`,
+          'is for binary bodies only',
+        )
+        const { items, mode } = request.body as Static<typeof EncryptBatchBody>
         const inputs = items.map((item, i) =>
           readItem<EncryptItem>(() => ({
             keyId: item.keyId,
@@ -176,13 +235,45 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
           tags: TAGS,
           summary:
             'Decrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+          description: `${BINARY_BATCH} The envelopes name their keys.`,
           operationId: 'decryptBatch',
-          body: DecryptBatchBody,
-          response: { 200: DecryptBatchResponse, ...errorResponses(403, 413) },
+          headers: BatchHeaders,
+          body: jsonOrBinary(DecryptBatchBody, 'Binary batch framing: compact envelope and context per item'),
+          response: {
+            200: jsonOrBinary(DecryptBatchResponse, 'Binary batch framing: the plaintext per item'),
+            ...errorResponses(403, 413, 415),
+          },
         },
       },
       async (request, reply) => {
-        const { items, mode } = request.body
+        if (Buffer.isBuffer(request.body)) {
+          rejectKeyHeader(
+            request.headers,
+            'for binary encrypt batches only',
+            'is for binary encrypt batches only',
+          )
+          const parsed = parseBinaryBatch(request.body, {
+            maxItems: MAX_BATCH_ITEMS,
+            maxDataBytes: MAX_ENVELOPE_BYTES,
+            dataName: 'envelope',
+          })
+          const results = await batches.decrypt(
+            actorOf(request),
+            parsed.map((item) => ({ envelope: compactEnvelope(item.data), context: item.context })),
+          )
+          reply.type(BINARY)
+          return serializeBinaryBatch(
+            results.map((r) =>
+              r.ok ? { ok: true, keyId: r.keyId, keyVersion: r.keyVersion, bytes: r.plaintext } : r,
+            ),
+          )
+        }
+        rejectKeyHeader(
+          request.headers,
+          `for ${BINARY} batches only; a JSON batch names keyId per item`,
+          'is for binary bodies only',
+        )
+        const { items, mode } = request.body as Static<typeof DecryptBatchBody>
         const inputs = items.map((item: Static<typeof DecryptBatchItem>, i) =>
           readItem<OpenRequest>(() => ({
             keyId: item.keyId,
@@ -192,7 +283,6 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
           })),
         )
         const results = await batches.decrypt(actorOf(request), inputs)
-        reply.header('cache-control', 'no-store')
         return {
           results: results.map((r) =>
             r.ok

@@ -41,7 +41,16 @@ export const MAX_BATCH_ITEMS = 1000
  * a few envelope operations (DESIGN: 1 item per task gave 14k ops/s, 10 per task 53k/s).
  */
 const MIN_POOLED_ITEMS = 10
-const MAX_CHUNK_ITEMS = 100
+/**
+ * Two chunks per pool thread, so a thread finds its next chunk queued while the main thread
+ * handles the previous one's results, and at most 250 items per chunk (~25 ms of ML-KEM on a
+ * busy core: what another tenant may wait for a thread). Not more chunks: every chunk is a task
+ * in the tenant's bounded queue, and 1,000 items in chunks of 100 put 8 concurrent batches of one
+ * tenant past its 64 tasks, so half of them failed with 429 crypto_busy after part of their work
+ * (docs/decisions.md, "Performance: batch chunks").
+ */
+const MAX_CHUNK_ITEMS = 250
+const CHUNKS_PER_THREAD = 2
 
 const failure = (error: AppError): ItemFailure => ({ ok: false, error: error.code, message: error.message })
 
@@ -65,7 +74,10 @@ export function createBatchService(deps: {
     pooled: (items: I[]) => Promise<R[]>,
   ): Promise<R[]> {
     if (items.length < MIN_POOLED_ITEMS) return inline(items)
-    const size = Math.min(MAX_CHUNK_ITEMS, Math.max(MIN_POOLED_ITEMS, Math.ceil(items.length / pool.threads)))
+    const size = Math.min(
+      MAX_CHUNK_ITEMS,
+      Math.max(MIN_POOLED_ITEMS, Math.ceil(items.length / (CHUNKS_PER_THREAD * pool.threads))),
+    )
     const chunks: I[][] = []
     for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
     return (await Promise.all(chunks.map(pooled))).flat()

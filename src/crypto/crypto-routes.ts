@@ -183,7 +183,6 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
       async (request, reply) => {
         const actor = actorOf(request)
         const headers = request.headers
-        reply.header('cache-control', 'no-store')
         if (Buffer.isBuffer(request.body)) {
           if (request.body.length > MAX_ENVELOPE_BYTES) throw binaryTooLarge(MAX_ENVELOPE_BYTES)
           const result = await crypto.decrypt(actor, {

@@ -54,9 +54,12 @@ export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES,
 export const Base64Output = (description: string) =>
   Type.String({ format: 'unsafe', contentEncoding: 'base64', 'x-content-encoding': 'base64', description })
 
+/** Characters (UTF-16 code units) of an encryption context, in JSON and in binary batches alike. */
+export const MAX_CONTEXT_CHARS = 8192
+
 export const Context = Type.Optional(
   Type.String({
-    maxLength: 8192,
+    maxLength: MAX_CONTEXT_CHARS,
     description: 'Additional authenticated data (UTF-8); the same value is needed to decrypt',
   }),
 )

@@ -170,14 +170,13 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const result = await crypto.generateDataKey(actorOf(request), {
           keyId: request.body.keyId,
           keyBytes: 32,
           withPlaintext: true,
           context: Buffer.alloc(0),
         })
-        reply.header('cache-control', 'no-store')
         return dataKeyResponse(result, 32)
       },
     )
@@ -194,7 +193,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const keyBytes = request.body.keyBytes ?? 32
         const result = await crypto.generateDataKey(actorOf(request), {
           keyId: request.params.keyId,
@@ -202,7 +201,6 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           withPlaintext: request.body.withPlaintext ?? true,
           context: contextBytes(request.body.context),
         })
-        reply.header('cache-control', 'no-store')
         return dataKeyResponse(result, keyBytes)
       },
     )
@@ -256,7 +254,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           response: { 200: UnwrapResponse, ...errorResponses(403, 409) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const body = request.body
         const keyId = request.params.keyId
         if (body.keyId !== undefined && body.keyId !== keyId) {
@@ -276,7 +274,6 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
             `is ${body.keyBytes}, but the unwrapped key has ${result.plaintext.length} bytes`,
           )
         }
-        reply.header('cache-control', 'no-store')
         return {
           plaintext: result.plaintext.toString('base64'),
           keyId: result.keyId,

@@ -24,19 +24,31 @@ export interface KeyObjectCache {
 export function createKeyObjectCache(deps: {
   sql: Sql
   tenantKeks: TenantKeks
+  /** Keys kept (each with the versions opened so far). */
   maxEntries?: number
 }): KeyObjectCache {
   const maxEntries = deps.maxEntries ?? 10_000
-  const cache = new Map<string, OpenedKeyVersion>()
+  /**
+   * By key id, least recently refreshed first (a Map iterates in insertion order). The id string
+   * comes from the cached key row, so its hash is computed once, where a composite string key
+   * was built and hashed on every operation.
+   */
+  const cache = new Map<string, { tenantId: string; versions: Map<number, OpenedKeyVersion>; used: number }>()
+  let uses = 0
 
   return {
     async get(tenantId, keyId, version) {
-      const cacheKey = `${tenantId}:${keyId}:${version}`
-      const hit = cache.get(cacheKey)
+      const entry = cache.get(keyId)
+      const hit = entry?.tenantId === tenantId ? entry.versions.get(version) : undefined
       if (hit) {
-        // Map order is insertion order: re-inserting keeps recently used entries at the end.
-        cache.delete(cacheKey)
-        cache.set(cacheKey, hit)
+        // Moved to the back once it has aged by half the cache, not on every use: a delete and an
+        // insert per operation cost more than the lookup, and a key in use still never reaches
+        // the front, where eviction takes from.
+        if (++uses - entry!.used > maxEntries / 2) {
+          entry!.used = uses
+          cache.delete(keyId)
+          cache.set(keyId, entry!)
+        }
         return hit
       }
       const stored = await getKeyVersion(deps.sql, tenantId, keyId, version)
@@ -57,8 +69,14 @@ export function createKeyObjectCache(deps: {
       } finally {
         secret.fill(0)
       }
-      if (cache.size >= maxEntries) cache.delete(cache.keys().next().value!)
-      cache.set(cacheKey, opened)
+      const current = cache.get(keyId)
+      if (current?.tenantId === tenantId) {
+        current.versions.set(version, opened)
+      } else {
+        if (current) cache.delete(keyId)
+        if (cache.size >= maxEntries) cache.delete(cache.keys().next().value!)
+        cache.set(keyId, { tenantId, versions: new Map([[version, opened]]), used: ++uses })
+      }
       return opened
     },
   }

@@ -23,9 +23,6 @@ import { parseSecretInclude, type SecretService } from './secret-service.ts'
 
 const TAGS = ['Secrets']
 
-/** Answers that may carry a secret value are never cached by a client or proxy. */
-const NO_STORE = 'no-store'
-
 export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post(
@@ -56,10 +53,9 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
           response: { 200: SecretListSchema, ...errorResponses(403) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const selection = parseSecretInclude(request.query.include)
         const { data, total } = await secrets.list(actorOf(request), request.query, selection)
-        reply.header('cache-control', NO_STORE)
         return { data, total, limit: request.query.limit, offset: request.query.offset }
       },
     )
@@ -92,10 +88,9 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
           response: { 200: SecretSchema, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const selection = parseSecretInclude(request.query.include)
         const view = await secrets.get(actorOf(request), request.params.id, selection)
-        reply.header('cache-control', NO_STORE)
         return view
       },
     )
@@ -178,10 +173,9 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
           response: { 200: SecretVersionSchema, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const { tokens } = parseInclude(request.query.include, [], { all: [] })
         const { id, version } = request.params
-        reply.header('cache-control', NO_STORE)
         return secrets.version(actorOf(request), id, version, tokens.has('all'))
       },
     )
@@ -197,8 +191,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
           response: { 200: TotpCodeSchema, ...errorResponses(403, 404, 409) },
         },
       },
-      async (request, reply) => {
-        reply.header('cache-control', NO_STORE)
+      async (request) => {
         return secrets.totp(actorOf(request), request.params.id)
       },
     )

@@ -106,8 +106,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           response: { 200: SecretSchema, ...errorResponses(403) },
         },
       },
-      async (request, reply) => {
-        reply.header('cache-control', 'no-store')
+      async (request) => {
         return { secret: await webhooks.secret(actorOf(request)) }
       },
     )
@@ -122,8 +121,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           response: { 200: SecretSchema, ...errorResponses(403) },
         },
       },
-      async (request, reply) => {
-        reply.header('cache-control', 'no-store')
+      async (request) => {
         return { secret: await webhooks.rotateSecret(actorOf(request)) }
       },
     )

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
-import { createFairScheduler } from '../src/jobs/fair-scheduler.ts'
-import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
-import { startTestService, type TenantWithKey, type TestService, waitFor } from './helpers/service.ts'
+import { createFairScheduler } from '../../src/jobs/fair-scheduler.ts'
+import { type ManualClock, manualClock } from '../helpers/manual-clock.ts'
+import { startTestService, type TenantWithKey, type TestService, waitFor } from '../helpers/service.ts'
 
 /**
  * Webhook deliveries are fair across tenants (issue 15, defect 10). Tenant B floods the job

@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
+import {
+  type HttpResult,
+  startTestService,
+  type TenantWithKey,
+  type TestService,
+} from '../helpers/service.ts'
 
 /**
  * Issue 15, defect 3: 60 SLH-DSA signatures from tenant B made tenant A's ML-DSA key creation

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# npm test: make sure PostgreSQL and Redis are up, then run the suite in two passes.
+#  1. test/*.test.ts, two files at a time (each file has its own database and Redis prefix);
+#  2. test/alone/*.test.ts, one file at a time with nothing else running: these compare a tenant's
+#     latency under another tenant's flood with its idle latency, as a ratio, and on a 2-core
+#     machine a second test file's load would be counted as unfairness.
+# Both passes always run; the exit status is non-zero if either failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ensure-services.sh || exit 1
+status=0
+node --test --test-concurrency=2 --test-timeout=120000 'test/*.test.ts' || status=1
+node --test --test-concurrency=1 --test-timeout=120000 'test/alone/*.test.ts' || status=1
+exit "$status"
