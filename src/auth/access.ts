@@ -1,0 +1,48 @@
+import type { PrincipalKind } from './principal.ts'
+import type { TenantRole } from './roles.ts'
+import type { Scope } from './scopes.ts'
+
+/**
+ * What a route demands of its caller, declared on the route itself (`config: { access }`) and
+ * enforced by one hook (auth/auth-hook.ts). A route under /api/v1 without a declaration stops the
+ * start. Nothing depends on the order in which routes or rules are written.
+ */
+export type Access =
+  /** No credential: health, the OpenAPI document. */
+  | { readonly kind: 'public' }
+  /** Any admitted caller of the tenant, whatever its scopes (`GET /tenant`). */
+  | { readonly kind: 'authenticated'; readonly callers: readonly PrincipalKind[] }
+  /** Any one of these scopes suffices. */
+  | { readonly kind: 'scoped'; readonly callers: readonly PrincipalKind[]; readonly anyOf: readonly Scope[] }
+  /**
+   * A person with one of these roles in the tenant. API keys are refused whatever their scopes
+   * (spec section 5.3): `403 forbidden`.
+   */
+  | { readonly kind: 'role'; readonly callers: readonly ['member']; readonly roles: readonly TenantRole[] }
+
+const MACHINES_AND_PEOPLE: readonly PrincipalKind[] = ['apiKey', 'member']
+
+export const access = {
+  public: (): Access => ({ kind: 'public' }),
+  /** API keys and team members alike. */
+  authenticated: (): Access => ({ kind: 'authenticated', callers: MACHINES_AND_PEOPLE }),
+  /** API keys with the scope; team members whose role grants it. */
+  scope: (...anyOf: readonly [Scope, ...Scope[]]): Access => ({
+    kind: 'scoped',
+    callers: MACHINES_AND_PEOPLE,
+    anyOf,
+  }),
+  /** Team members only, with one of the roles. */
+  role: (...roles: readonly [TenantRole, ...TenantRole[]]): Access => ({
+    kind: 'role',
+    callers: ['member'],
+    roles,
+  }),
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Required on every route under /api/v1 (auth/auth-hook.ts checks at start-up). */
+    access?: Access
+  }
+}
