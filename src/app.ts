@@ -9,28 +9,17 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { auditRoutes } from './audit/audit-routes.ts'
-import { apiKeyRoutes } from './auth/api-key-routes.ts'
-import { API_PREFIX, registerAuthentication } from './auth/auth-hook.ts'
-import { batchRoutes } from './crypto/batch-routes.ts'
-import { cryptoRoutes } from './crypto/crypto-routes.ts'
-import { dataKeyRoutes } from './crypto/data-key-routes.ts'
-import { signingRoutes } from './crypto/signing-routes.ts'
+import { apiSurface } from './api-surface.ts'
+import { API_PREFIX } from './auth/auth-hook.ts'
+import type { BearerAuthenticator } from './auth/bearer-authenticator.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
-import { healthRoutes } from './health/health-routes.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
-import { keyRoutes } from './keys/key-routes.ts'
 import { instrumentRequests } from './metrics/http-metrics.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { LazyChildLogger } from './platform/logger.ts'
 import { documentTransform, type Json, routeTransform } from './platform/openapi.ts'
 import { createValidatorCompiler } from './platform/validation.ts'
-import { rotationRoutes } from './rotation/rotation-routes.ts'
-import { folderRoutes } from './secrets/folder-routes.ts'
-import { secretRoutes } from './secrets/secret-routes.ts'
 import type { Services } from './services.ts'
-import { tenantRoutes } from './tenants/tenant-routes.ts'
-import { webhookRoutes } from './webhooks/webhook-routes.ts'
 
 /** The process's services the routes use, and what only a serving process has. */
 export type AppDeps = Pick<
@@ -41,6 +30,7 @@ export type AppDeps = Pick<
   | 'authenticator'
   | 'audit'
   | 'apiKeys'
+  | 'tenants'
   | 'keys'
   | 'crypto'
   | 'signing'
@@ -58,6 +48,8 @@ export type AppDeps = Pick<
   entropyStatus: () => EntropyStatus
   /** The text GET /metrics answers: this process's metrics, or the cluster's. */
   scrape: () => Promise<string>
+  /** `Authorization: Bearer` for team members; absent, only API keys authenticate. */
+  bearer?: BearerAuthenticator
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -146,36 +138,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       info: {
         title: 'Key management, encryption and tenant administration API',
         version: deps.version,
-        description: 'All paths are under /api/v1. Authenticate with the X-Api-Key header.',
+        description:
+          'All paths are under /api/v1. Authenticate with the X-Api-Key header, or as a signed-in team ' +
+          'member with an access token from the service’s OpenID provider (Authorization: Bearer).',
       },
       components: {
-        securitySchemes: { ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key' } },
+        securitySchemes: {
+          ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key' },
+          AccessToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        },
       },
-      security: [{ ApiKey: [] }],
+      security: [{ ApiKey: [] }, { AccessToken: [] }],
     },
   })
   await app.register(swaggerUi, { routePrefix: '/docs' })
 
-  registerAuthentication(app, { authenticator: deps.authenticator, audit: deps.audit })
   await app.register(metricsRoutes(deps))
-
+  // The surfaces: each its own parsers, error format and authentication.
   await app.register(
-    async (api) => {
-      await api.register(healthRoutes(deps))
-      await api.register(tenantRoutes(deps.sql))
-      await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
-      await api.register(auditRoutes(deps.sql))
-      await api.register(keyRoutes(deps.keys))
-      await api.register(rotationRoutes(deps.rotation))
-      await api.register(webhookRoutes(deps.webhooks))
-      await api.register(cryptoRoutes(deps.crypto))
-      await api.register(batchRoutes(deps.batches))
-      await api.register(signingRoutes(deps.signing))
-      await api.register(dataKeyRoutes(deps.crypto))
-      await api.register(secretRoutes(deps.secrets))
-      await api.register(folderRoutes(deps.folders))
-      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
-    },
+    apiSurface(deps, () => app.swagger()),
     { prefix: API_PREFIX },
   )
   return app

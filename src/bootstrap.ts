@@ -8,7 +8,7 @@ import { ConfigError } from './config.ts'
 import type { MasterKeyring } from './keyring/master-key.ts'
 import type { Sql } from './platform/database.ts'
 import { migrate } from './platform/migrations.ts'
-import { createTenant } from './tenants/tenant-service.ts'
+import { createTenantService } from './tenants/tenant-service.ts'
 import { countTenants } from './tenants/tenant-store.ts'
 
 const BOOTSTRAP_LOCK_ID = 7_301_952_211
@@ -54,11 +54,12 @@ export async function prepareDatabase(
   const created = await deps.sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_ID})`
     if ((await countTenants(tx)) > 0) return undefined
-    const made = await createTenant(
-      { sql: deps.sql, masterKeys: deps.masterKeys, apiKeys, audit },
-      { name: 'default', actor: 'system' },
-      tx,
-    )
+    const made = await createTenantService({
+      sql: deps.sql,
+      masterKeys: deps.masterKeys,
+      apiKeys,
+      audit,
+    }).create({ name: 'default', actor: 'system' }, tx)
     // Before the commit: a key that cannot be handed over must not exist.
     if (options.keyFile) writeKeyFile(options.keyFile, made.apiKey.key)
     return made

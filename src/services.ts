@@ -30,6 +30,7 @@ import { createRotationService, type RotationService } from './rotation/rotation
 import { createFolderService, type FolderService } from './secrets/folder-service.ts'
 import { createSecretSealing } from './secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from './secrets/secret-service.ts'
+import { createTenantService, type TenantService } from './tenants/tenant-service.ts'
 import { VERSION } from './version.ts'
 import { createWebhookService, type WebhookService } from './webhooks/webhook-service.ts'
 
@@ -45,6 +46,7 @@ export interface Services {
   audit: AuditLog
   authenticator: Authenticator
   apiKeys: ApiKeyService
+  tenants: TenantService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -103,6 +105,13 @@ export async function createServices(
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const apiKeys = createApiKeyService({ sql, audit, authenticator })
+  const tenants = createTenantService({
+    sql,
+    masterKeys,
+    apiKeys,
+    audit,
+    cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
+  })
   const cryptoPool = createCryptoPool({
     maxThreads: config.cryptoPool.threads,
     taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
@@ -164,6 +173,7 @@ export async function createServices(
     audit,
     authenticator,
     apiKeys,
+    tenants,
     clock,
     cryptoPool,
     keys,

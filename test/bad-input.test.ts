@@ -466,7 +466,20 @@ describe('unknown route -> 404 not_found with a key, 401 unauthorized without', 
       'DELETE /tenant with a key',
     )
     assertError(await send('DELETE', `${API}/tenant`), 401, 'unauthorized', 'DELETE /tenant without a key')
-    assertError(await send('PUT', `${API}/health`), 404, 'not_found', 'PUT on the public health path')
+    // GET /health is public; PUT has no route, and a path without a route declares no access, so
+    // it is treated like any unknown path under /api/v1: authenticated first, then 404.
+    assertError(
+      await send('PUT', `${API}/health`),
+      401,
+      'unauthorized',
+      'PUT on the health path without a key',
+    )
+    assertError(
+      await send('PUT', `${API}/health`, withKey()),
+      404,
+      'not_found',
+      'PUT on the health path with a key',
+    )
   })
 
   test('the 404 message does not echo an unbounded path', async () => {

@@ -8,6 +8,10 @@ import { type HttpResult, startTestService, type TestService } from './helpers/s
 /**
  * The scope policy over real HTTP: spec section 5's table, `encrypt:invoke` and `apikeys:*`
  * (DESIGN "Gap decisions"), the read/write method split, and 401 before 403 before 404.
+ *
+ * Each route declares its access (src/auth/access.ts), so a path with no route has no scope to
+ * check: it answers 404 to any authenticated caller (401 to strangers). Probes of resources not
+ * built yet are found by asking with a full-scope key, and checked for exactly that.
  */
 
 const ID = randomUUID()
@@ -189,7 +193,24 @@ const ROWS: ScopeRow[] = [
   ),
 ]
 
+/** Spec resources with no routes yet: their scope rows are checked once routes exist. */
+const NOT_BUILT: ReadonlySet<Scope> = new Set<Scope>([
+  'ssh:read',
+  'ssh:write',
+  'certificates:read',
+  'certificates:write',
+  'applications:read',
+  'applications:write',
+  'endusers:read',
+  'endusers:write',
+  'roles:read',
+  'roles:write',
+  'billing:read',
+])
+
 const describeProbe = (p: Probe) => `${p.method} /api/v1${p.path}`
+const probeId = (p: Probe) => `${p.method} ${p.path}`
+const isNoRoute = (res: HttpResult) => res.status === 404 && res.body?.error === 'not_found'
 
 function assertAllowed(res: HttpResult, probe: Probe, scopes: string) {
   const where = `${describeProbe(probe)} with [${scopes}] -> ${res.status} ${res.text.slice(0, 200)}`
@@ -248,9 +269,21 @@ describe('scope policy over HTTP', () => {
       ...(probe.body !== undefined ? { body: probe.body } : {}),
     })
 
+  /** Probes that reach a route (a full-scope key does not get the generic 404 `not_found`). */
+  const routed = new Set<string>()
+  const allProbes = ROWS.flatMap((row) => [
+    ...row.grants,
+    ...(row.refusedWithout ?? []),
+    ...(row.notGranted ?? []),
+  ])
+  const onlyRouted = <P extends Probe>(probes: P[]) => probes.filter((p) => routed.has(probeId(p)))
+
   before(async () => {
     svc = await startTestService()
     admin = await svc.createTenant()
+    for (const probe of allProbes) {
+      if (!isNoRoute(await call(admin.key, probe))) routed.add(probeId(probe))
+    }
   })
   after(async () => svc?.stop())
 
@@ -259,16 +292,31 @@ describe('scope policy over HTTP', () => {
   })
 
   for (const row of ROWS) {
+    if (NOT_BUILT.has(row.scope)) {
+      test(`${row.scope}: no route yet, so each path answers 404 after authentication, whatever the scopes`, async () => {
+        const { key } = await keyWith(['audit:read'])
+        const probes = [...row.grants, ...(row.notGranted ?? [])]
+        assert.deepEqual(onlyRouted(probes).map(probeId), [], 'a route exists now: check its scope in ROWS')
+        for (const probe of probes) {
+          const res = await call(key, probe)
+          assert.ok(isNoRoute(res), `${describeProbe(probe)} -> ${res.status} ${res.text.slice(0, 200)}`)
+          const anonymous = await svc.request(probe.method, `/api/v1${probe.path}`)
+          assert.equal(anonymous.status, 401, `${describeProbe(probe)} without a key`)
+        }
+      })
+      continue
+    }
     describe(`scope ${row.scope}`, () => {
       test(`a key holding exactly ${row.scope} is allowed`, async () => {
         const { key } = await keyWith([row.scope])
-        for (const probe of row.grants) assertAllowed(await call(key, probe), probe, row.scope)
+        assert.ok(onlyRouted(row.grants).length > 0, `${row.scope} has at least one route`)
+        for (const probe of onlyRouted(row.grants)) assertAllowed(await call(key, probe), probe, row.scope)
       })
 
       const without = [row.scope, ...(row.alsoWithout ?? [])]
       test(`a key holding every scope except ${without.join(', ')} is refused (403 insufficient_scope)`, async () => {
         const { key } = await keyWith(allBut(...without))
-        for (const probe of row.refusedWithout ?? row.grants) {
+        for (const probe of onlyRouted(row.refusedWithout ?? row.grants)) {
           assertInsufficientScope(
             await call(key, probe),
             probe,
@@ -289,7 +337,11 @@ describe('scope policy over HTTP', () => {
         test(`${row.scope} does not grant ${what}`, async () => {
           const { key } = await keyWith([row.scope])
           for (const probe of row.notGranted!) {
-            assertInsufficientScope(await call(key, probe), probe, row.scope, probe.required)
+            const res = await call(key, probe)
+            // A method the path has no route for is a 404 to every caller; the rest are refused.
+            if (!routed.has(probeId(probe)))
+              assert.ok(isNoRoute(res), `${describeProbe(probe)} -> ${res.status}`)
+            else assertInsufficientScope(res, probe, row.scope, probe.required)
           }
         })
       }

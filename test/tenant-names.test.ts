@@ -3,7 +3,6 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { connectDatabase, type Sql } from '../src/platform/database.ts'
 import { loadMigrations, migrate } from '../src/platform/migrations.ts'
-import { createTenant } from '../src/tenants/tenant-service.ts'
 import {
   createTestDatabase,
   startTestService,
@@ -80,17 +79,12 @@ describe('tenant creation with a taken name', () => {
   })
   after(async () => svc?.stop())
 
-  const deps = () => ({
-    sql: svc.api.services.sql,
-    masterKeys: svc.api.services.masterKeys,
-    apiKeys: svc.api.services.apiKeys,
-    audit: svc.api.services.audit,
-  })
+  const tenants = () => svc.api.services.tenants
 
   test('two concurrent creations of one name: one tenant, the other gets tenant_name_taken (409)', async () => {
     const results = await Promise.allSettled([
-      createTenant(deps(), { name: 'Umbrella', actor: 'test' }),
-      createTenant(deps(), { name: 'umbrella', actor: 'test' }),
+      tenants().create({ name: 'Umbrella', actor: 'test' }),
+      tenants().create({ name: 'umbrella', actor: 'test' }),
     ])
     const fulfilled = results.filter((r) => r.status === 'fulfilled')
     const rejected = results.filter((r) => r.status === 'rejected')
@@ -110,7 +104,7 @@ describe('tenant creation with a taken name', () => {
   test('a name that is empty, padded or holds control characters is refused with a 400 naming the field', async () => {
     for (const name of ['', ' acme', 'ac\u0000me', 'x'.repeat(201)]) {
       await assert.rejects(
-        createTenant(deps(), { name, actor: 'test' }),
+        tenants().create({ name, actor: 'test' }),
         (err: { statusCode: number; message: string }) => {
           assert.equal(err.statusCode, 400)
           assert.match(err.message, /^name /)

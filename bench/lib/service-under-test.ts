@@ -12,7 +12,7 @@ import type { Authenticator } from '../../src/auth/authenticator.ts'
 import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
 import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
-import { createTenant } from '../../src/tenants/tenant-service.ts'
+import { createTenantService } from '../../src/tenants/tenant-service.ts'
 
 export const PROJECT_ROOT = join(import.meta.dirname, '..', '..')
 const ADMIN_DATABASE_URL = process.env['BENCH_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -237,10 +237,10 @@ export async function startServiceUnderTest(options: {
     embeddedDatabase: zeroConfig,
     apiPids,
     async createTenant() {
-      const created = await createTenant(
-        { sql, masterKeys, apiKeys, audit },
-        { name: `bench-${randomBytes(4).toString('hex')}`, actor: 'bench' },
-      )
+      const created = await createTenantService({ sql, masterKeys, apiKeys, audit }).create({
+        name: `bench-${randomBytes(4).toString('hex')}`,
+        actor: 'bench',
+      })
       return { tenantId: created.tenant.id, apiKey: created.apiKey.key }
     },
     apiProcessRss() {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { principalOf } from '../auth/request-context.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError } from '../platform/errors.ts'
@@ -57,6 +58,7 @@ export function auditRoutes(sql: Sql): FastifyPluginAsyncTypebox {
     app.get(
       '/audit',
       {
+        config: { access: access.scope('audit:read') },
         schema: {
           tags: ['Audit'],
           summary: "List the tenant's audit records, newest first",

@@ -11,6 +11,7 @@ import {
   toDate,
   Uuid,
 } from '../platform/http-schemas.ts'
+import { access } from './access.ts'
 import type { ApiKeyService } from './api-key-service.ts'
 import { recordDenied } from './auth-hook.ts'
 import { actorOf, principalOf } from './request-context.ts'
@@ -64,6 +65,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
     app.post(
       '/api-keys',
       {
+        config: { access: access.scope('apikeys:write') },
         schema: {
           tags: ['API keys'],
           summary: 'Create an API key (the key is returned once, only here)',
@@ -80,7 +82,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
         const missing = request.body.scopes.filter((s) => !principal.scopes.has(s))
         if (missing.length > 0) {
           await recordDenied(audit, request, missing.join(' '))
-          throw new AppError(403, 'scope_escalation', 'An API key cannot grant scopes it does not hold', {
+          throw new AppError(403, 'scope_escalation', 'A caller cannot grant scopes it does not hold', {
             missingScopes: missing,
           })
         }
@@ -88,7 +90,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
           name: request.body.name,
           scopes: request.body.scopes,
           expiresAt: request.body.expiresAt ? toDate(request.body.expiresAt, 'body/expiresAt') : null,
-          parent: principal,
+          ...(principal.kind === 'apiKey' ? { parent: principal } : {}),
         })
         return reply.code(201).send({ ...view, key })
       },
@@ -97,6 +99,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
     app.get(
       '/api-keys',
       {
+        config: { access: access.scope('apikeys:read') },
         schema: {
           tags: ['API keys'],
           summary: "List the tenant's API keys",
@@ -120,6 +123,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
     app.get(
       '/api-keys/:id',
       {
+        config: { access: access.scope('apikeys:read') },
         schema: {
           tags: ['API keys'],
           summary: 'Get one API key',
@@ -134,6 +138,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
     app.post(
       '/api-keys/:id/revoke',
       {
+        config: { access: access.scope('apikeys:write') },
         schema: {
           tags: ['API keys'],
           summary:

@@ -12,7 +12,8 @@ import {
   revokeApiKey,
   revokeDescendants,
 } from './api-key-store.ts'
-import type { Authenticator, Principal } from './authenticator.ts'
+import type { Authenticator } from './authenticator.ts'
+import type { ApiKeyPrincipal, Principal } from './principal.ts'
 import type { Actor } from './request-context.ts'
 import type { Scope } from './scopes.ts'
 
@@ -50,9 +51,10 @@ export interface CreateApiKeyInput {
   expiresAt?: Date | null
   /**
    * The API key making the request, which becomes the new key's parent: the new key expires no
-   * later than it and is revoked with it. Absent for the CLI and tenant creation (no parent).
+   * later than it and is revoked with it. Absent for the CLI, tenant creation and keys a team
+   * member creates (no parent).
    */
-  parent?: Principal | undefined
+  parent?: ApiKeyPrincipal | undefined
 }
 
 export interface RevokedApiKeyView extends ApiKeyView {
@@ -87,7 +89,7 @@ export function createApiKeyService(deps: {
    * The parent as it is now, under the tenant's API-key lock: it may have been revoked or have
    * expired since the request was authenticated, and a child made then would outlive it.
    */
-  async function liveParent(db: Queryable, actor: Actor, parent: Principal): Promise<ApiKeyRow> {
+  async function liveParent(db: Queryable, actor: Actor, parent: ApiKeyPrincipal): Promise<ApiKeyRow> {
     const row = await getApiKey(db, actor.tenantId, parent.apiKeyId)
     if (!row || row.revoked_at || (row.expires_at && row.expires_at.getTime() <= now())) throw unauthorized()
     return row

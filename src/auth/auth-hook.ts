@@ -1,38 +1,26 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuditLog } from '../audit/audit-log.ts'
-import { insufficientScope, unauthorized } from '../platform/errors.ts'
-import type { Authenticator, Principal } from './authenticator.ts'
-import { hasRule, type Requirement, requirementFor, type Scope } from './scopes.ts'
+import { forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
+import { type Access, access as accessOf } from './access.ts'
+import type { Authenticator } from './authenticator.ts'
+import type { BearerAuthenticator } from './bearer-authenticator.ts'
+import { actorIdOf, type Principal } from './principal.ts'
 
 export const API_PREFIX = '/api/v1'
 
-/** The path relative to /api/v1 that decides the scope: the route's pattern when one matched. */
-function policyPath(request: FastifyRequest): string | undefined {
-  const path = request.routeOptions.url ?? request.url.split('?')[0]!
-  if (path !== API_PREFIX && !path.startsWith(`${API_PREFIX}/`)) return undefined
-  return path.slice(API_PREFIX.length)
-}
-
 /**
- * The requirement of a request: its route's, found at start-up; for a path no route matched
- * (authenticated first, so that strangers cannot probe which routes exist), from the policy.
- * Undefined outside /api/v1.
+ * A path under /api/v1 that no route matched needs a valid credential before its 404, so that
+ * strangers cannot probe which routes exist.
  */
-function requirementOf(request: FastifyRequest): Requirement | undefined {
-  const ofRoute = (request.routeOptions.config as { requirements?: Record<string, Requirement> })
-    .requirements?.[request.method]
-  if (ofRoute) return ofRoute
-  const path = policyPath(request)
-  return path === undefined ? undefined : requirementFor(request.method, concrete(path))
-}
+const UNROUTED = accessOf.authenticated()
 
-/** Route patterns use `:param`; the policy is written against concrete paths. */
-const concrete = (routeUrl: string) => routeUrl.replace(/:[^/]+/g, 'x')
+const isApiPath = (url: string) =>
+  url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`)
 
-function allowed(requirement: Requirement, principal: Principal): boolean {
-  return (
-    requirement.kind !== 'scoped' || requirement.anyOf.some((scope) => principal.scopes.has(scope as Scope))
-  )
+function accessOfRequest(request: FastifyRequest): Access | undefined {
+  const declared = request.routeOptions.config.access
+  if (declared) return declared
+  return isApiPath(request.url) ? UNROUTED : undefined
 }
 
 /**
@@ -42,62 +30,86 @@ function allowed(requirement: Requirement, principal: Principal): boolean {
 export async function recordDenied(
   audit: AuditLog,
   request: FastifyRequest,
-  requiredScope: string,
+  required: string,
 ): Promise<void> {
   const principal = request.principal
   if (!principal || request.method === 'GET' || request.method === 'HEAD') return
   await audit
     .record({
       tenantId: principal.tenantId,
-      actor: `apikey:${principal.apiKeyId}`,
+      actor: actorIdOf(principal),
       action: 'authorization.denied',
       resource: `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]!.slice(0, 200)}`,
       outcome: 'denied',
       requestId: request.id,
       clientIp: request.ip,
-      details: { requiredScope },
+      details: principal.kind === 'apiKey' ? { requiredScope: required } : { required, role: principal.role },
     })
     .catch(() => {})
 }
 
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
+
 /**
- * X-Api-Key authentication runs before every other check, on every /api/v1 path that is not
- * public, including paths with no route (so route existence is not revealed to strangers).
- * Then the scope the policy table demands for the path and method.
+ * The credential, in the spec's order (section 5.1): an `X-Api-Key` header is evaluated before
+ * every other handler; without one, `Authorization: Bearer` for team members. A credential that
+ * is present but wrong is never retried as the other kind.
+ */
+async function authenticate(
+  request: FastifyRequest,
+  deps: { authenticator: Authenticator; bearer: BearerAuthenticator | undefined },
+): Promise<Principal | undefined> {
+  const apiKey = request.headers['x-api-key']
+  if (apiKey !== undefined)
+    return typeof apiKey === 'string' ? deps.authenticator.authenticate(apiKey) : undefined
+  const authorization = request.headers.authorization
+  if (authorization === undefined || !deps.bearer) return undefined
+  const token = BEARER.exec(authorization)?.[1]
+  return token ? deps.bearer.authenticate(token) : undefined
+}
+
+/**
+ * One hook enforces what each route declares (`config.access`, auth/access.ts): the kinds of
+ * caller it admits, and the scope or role it needs. A route under /api/v1 that declares
+ * nothing stops the start (deny by default).
  */
 export function registerAuthentication(
   app: FastifyInstance,
-  deps: { authenticator: Authenticator; audit: AuditLog },
+  deps: { authenticator: Authenticator; bearer?: BearerAuthenticator; audit: AuditLog },
 ): void {
   app.decorateRequest('principal', null)
+  const credentials = { authenticator: deps.authenticator, bearer: deps.bearer }
 
-  // Deny by default: a route the scope policy does not cover stops the start. Each route's
-  // requirement is looked up here, once, and kept in its config for the hook below.
   app.addHook('onRoute', (route) => {
-    if (!route.url.startsWith(`${API_PREFIX}/`)) return
-    const path = concrete(route.url.slice(API_PREFIX.length))
-    if (!hasRule(path))
-      throw new Error(`route ${route.url} has no rule in the scope policy (src/auth/scopes.ts)`)
-    const methods = Array.isArray(route.method) ? route.method : [route.method]
-    const requirements: Record<string, Requirement> = {}
-    for (const method of methods) requirements[method] = requirementFor(method, path)
-    route.config = { ...route.config, requirements } as typeof route.config
+    if (!isApiPath(route.url)) return
+    if (!(route.config as { access?: Access } | undefined)?.access)
+      throw new Error(
+        `route ${[route.method].flat().join(',')} ${route.url} declares no config.access (src/auth/access.ts)`,
+      )
   })
 
   app.addHook('onRequest', async (request) => {
-    const requirement = requirementOf(request)
-    if (requirement === undefined || requirement.kind === 'public') return
+    const access = accessOfRequest(request)
+    if (access === undefined || access.kind === 'public') return
 
-    const presented = request.headers['x-api-key']
-    const principal =
-      typeof presented === 'string' ? await deps.authenticator.authenticate(presented) : undefined
+    const principal = await authenticate(request, credentials)
     if (!principal) throw unauthorized()
     request.principal = principal
 
-    if (!allowed(requirement, principal)) {
-      const required = requirement.kind === 'scoped' ? (requirement.anyOf[0] ?? 'none') : 'none'
-      await recordDenied(deps.audit, request, required)
-      throw insufficientScope(required)
+    switch (access.kind) {
+      case 'authenticated':
+        if (!access.callers.includes(principal.kind)) throw unauthorized()
+        return
+      case 'scoped':
+        if (!access.callers.includes(principal.kind)) throw unauthorized()
+        if (access.anyOf.some((scope) => principal.scopes.has(scope))) return
+        await recordDenied(deps.audit, request, access.anyOf[0] ?? 'none')
+        throw insufficientScope(access.anyOf[0] ?? 'none', principal.kind)
+      case 'role':
+        // API keys are refused whatever their scopes (spec section 5.3), as `forbidden`.
+        if (principal.kind === 'member' && access.roles.includes(principal.role)) return
+        await recordDenied(deps.audit, request, access.roles.join(' or '))
+        throw forbidden(access.roles)
     }
   })
 }

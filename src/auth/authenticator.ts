@@ -3,19 +3,13 @@ import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import { createReadThroughCache } from '../platform/read-through-cache.ts'
 import { apiKeyMatches, lookupIdOf } from './api-key-format.ts'
 import { type ApiKeyRow, findApiKeyByLookupId } from './api-key-store.ts'
+import type { ApiKeyPrincipal } from './principal.ts'
 import type { Scope } from './scopes.ts'
-
-/** Who is calling: established by the X-Api-Key header before any other check. */
-export interface Principal {
-  tenantId: string
-  apiKeyId: string
-  scopes: ReadonlySet<Scope>
-}
 
 export const API_KEY_INVALIDATION_TOPIC = 'api-key'
 
 export interface Authenticator {
-  authenticate(presented: string): Promise<Principal | undefined>
+  authenticate(presented: string): Promise<ApiKeyPrincipal | undefined>
   /** Drops one key from this process's cache and tells the other processes to do the same. */
   invalidate(lookupId: string): Promise<void>
 }
@@ -43,11 +37,16 @@ export function createAuthenticator(deps: {
   deps.bus.onResync(() => cache.clear())
 
   // The principal of a cached row is built once: the row object lives as long as its cache entry.
-  const principals = new WeakMap<ApiKeyRow, Principal>()
-  const principalOf = (row: ApiKeyRow): Principal => {
+  const principals = new WeakMap<ApiKeyRow, ApiKeyPrincipal>()
+  const principalOf = (row: ApiKeyRow): ApiKeyPrincipal => {
     let principal = principals.get(row)
     if (!principal) {
-      principal = { tenantId: row.tenant_id, apiKeyId: row.id, scopes: new Set(row.scopes as Scope[]) }
+      principal = {
+        kind: 'apiKey',
+        tenantId: row.tenant_id,
+        apiKeyId: row.id,
+        scopes: new Set(row.scopes as Scope[]),
+      }
       principals.set(row, principal)
     }
     return principal

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { unauthorized } from '../platform/errors.ts'
-import type { Principal } from './authenticator.ts'
+import { actorIdOf, type Principal } from './principal.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,7 +26,7 @@ export function actorOf(request: FastifyRequest): Actor {
   const principal = principalOf(request)
   return {
     tenantId: principal.tenantId,
-    actor: `apikey:${principal.apiKeyId}`,
+    actor: actorIdOf(principal),
     requestId: request.id,
     clientIp: request.ip,
   }

@@ -17,7 +17,7 @@ import { createLogger } from '../platform/logger.ts'
 import { migrate } from '../platform/migrations.ts'
 import { describeStartupFailure } from '../platform/startup-failure.ts'
 import { createServices, type Services } from '../services.ts'
-import { createTenant, listTenants, toTenantView } from '../tenants/tenant-service.ts'
+import { toTenantView } from '../tenants/tenant-service.ts'
 
 /**
  * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON (lists as
@@ -184,7 +184,7 @@ export async function runCli(argv: string[]): Promise<void> {
       const name = required(values, 'name')
       const scopes = parseScopes(values.scopes)
       await withServices(config, logger, async (deps) => {
-        const created = await createTenant(deps, { name, actor: 'cli', ...(scopes ? { scopes } : {}) })
+        const created = await deps.tenants.create({ name, actor: 'cli', ...(scopes ? { scopes } : {}) })
         print({
           tenantId: created.tenant.id,
           name: created.tenant.name,
@@ -195,8 +195,8 @@ export async function runCli(argv: string[]): Promise<void> {
       return
     }
     case 'list-tenants':
-      await withServices(config, logger, async ({ sql }) => {
-        print(await listTenants(sql))
+      await withServices(config, logger, async ({ tenants }) => {
+        print(await tenants.list())
       })
       return
     case 'create-api-key': {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
@@ -165,6 +166,7 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
     app.post(
       '/encrypt/batch',
       {
+        config: { access: access.scope('encryption:write') },
         bodyLimit: CRYPTO_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,
@@ -230,6 +232,7 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
     app.post(
       '/decrypt/batch',
       {
+        config: { access: access.scope('encryption:write') },
         bodyLimit: DECRYPT_BATCH_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,

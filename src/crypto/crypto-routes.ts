@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
@@ -108,6 +109,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
     app.post(
       '/encrypt',
       {
+        config: { access: access.scope('encryption:write', 'encrypt:invoke') },
         bodyLimit: ENCRYPT_JSON_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,
@@ -161,6 +163,7 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
     app.post(
       '/decrypt',
       {
+        config: { access: access.scope('encryption:write', 'encrypt:invoke') },
         bodyLimit: DECRYPT_JSON_BODY_LIMIT_BYTES,
         schema: {
           tags: TAGS,

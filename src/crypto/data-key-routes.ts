@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
@@ -161,6 +162,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
     app.post(
       '/generate-data-key',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary:
@@ -184,6 +186,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
     app.post(
       '/keys/:keyId/data-key',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'A fresh data key of 16, 24 or 32 bytes, wrapped by this key with an optional context',
@@ -208,6 +211,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
     app.post(
       '/keys/:keyId/wrap',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'Wrap key material; unwrap needs the same context',
@@ -245,6 +249,7 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
     app.post(
       '/keys/:keyId/unwrap',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'Unwrap a wrapped key or an encryptedDek; any mismatch is decryption_failed',

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { invalidField } from '../platform/errors.ts'
@@ -177,6 +178,7 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
     app.post(
       '/sign',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'Sign with a Signing key (ML-DSA, SLH-DSA, RSA, ECDSA, Ed25519)',
@@ -198,6 +200,7 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
     app.post(
       '/verify',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'Verify a signature: {valid: true|false} (200) whatever the signature holds',
@@ -219,6 +222,7 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
     app.post(
       '/keys/:keyId/mac',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'HMAC of the data with an HMAC key',
@@ -240,6 +244,7 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
     app.post(
       '/keys/:keyId/mac/verify',
       {
+        config: { access: access.scope('encryption:write') },
         schema: {
           tags: TAGS,
           summary: 'Check a MAC in constant time: {valid: true|false}',

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import type { EntropyStatus } from '../entropy/entropy-chain.ts'
 import { isDatabaseUp, type Sql } from '../platform/database.ts'
 import { nameSchema } from '../platform/http-schemas.ts'
@@ -45,6 +46,7 @@ export function healthRoutes(deps: {
     app.get(
       '/health',
       {
+        config: { access: access.public() },
         schema: {
           tags: ['Health'],
           summary: 'Service health (no credential needed)',

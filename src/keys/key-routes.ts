@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf, principalOf } from '../auth/request-context.ts'
 import { AppError } from '../platform/errors.ts'
 import { errorResponses, toDate } from '../platform/http-schemas.ts'
@@ -96,6 +97,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/keys',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Generate a key (Active at once, public key available at once)',
@@ -121,6 +123,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/keys/import',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Import a private key (BYOK); the material is sealed before the response',
@@ -147,6 +150,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.get(
       '/keys',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'List keys: favourites first, then by the sort column; keyset pagination',
@@ -193,6 +197,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.get(
       '/keys/:keyId',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'Get a key',
@@ -207,6 +212,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.patch(
       '/keys/:keyId',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Update name, description, labels, expiration, default or favourite status',
@@ -235,6 +241,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.delete(
       '/keys/:keyId',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Schedule deletion (Pending Deletion; destroyed after the window)',
@@ -262,6 +269,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
       app.post(
         `/keys/:keyId/${verb}`,
         {
+          config: { access: access.scope('keys:write') },
           schema: {
             tags: TAGS,
             summary,
@@ -277,6 +285,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.get(
       '/keys/:keyId/versions',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'All versions of a key',
@@ -291,6 +300,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.get(
       '/keys/:keyId/public',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'Export the public key (PEM, DER, RAW or JWK)',
@@ -324,6 +334,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.get(
       '/keys/:keyId/public/download',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'Download the public key as a file (.pem, .der, .txt or .json)',
@@ -360,6 +371,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/keys/:keyId/export-private',
       {
+        config: { access: access.scope('keys:export') },
         schema: {
           tags: TAGS,
           summary:

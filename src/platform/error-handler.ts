@@ -159,7 +159,8 @@ export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {
       if (error.statusCode >= 500) request.log.warn({ code: error.code }, error.message)
-      if (error.statusCode === 401) reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key"')
+      if (error.statusCode === 401)
+        reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"')
       const retryAfter = error.details?.['retryAfterSeconds']
       if (typeof retryAfter === 'number') reply.header('retry-after', String(retryAfter))
       return reply

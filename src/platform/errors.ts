@@ -16,12 +16,32 @@ export class AppError extends Error {
 }
 
 export const unauthorized = () =>
-  new AppError(401, 'unauthorized', 'A valid API key is required in the X-Api-Key header')
+  new AppError(
+    401,
+    'unauthorized',
+    'A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required',
+  )
 
-export const insufficientScope = (required: string) =>
-  new AppError(403, 'insufficient_scope', `This API key lacks the scope ${required}`, {
-    requiredScope: required,
-  })
+export const insufficientScope = (required: string, caller: 'apiKey' | 'member' = 'apiKey') =>
+  new AppError(
+    403,
+    'insufficient_scope',
+    caller === 'apiKey'
+      ? `This API key lacks the scope ${required}`
+      : `Your role in this tenant does not grant the scope ${required}`,
+    { requiredScope: required },
+  )
+
+/** A route for people with an administrative role (spec section 5.3): refused to API keys whatever their scopes. */
+export const forbidden = (allowedRoles: readonly string[]) =>
+  new AppError(
+    403,
+    'forbidden',
+    `Only a signed-in team member with the role ${allowedRoles.join(' or ')} may do this`,
+    {
+      allowedRoles,
+    },
+  )
 
 export const notFound = (code: string, what: string) => new AppError(404, code, `${what} not found`)
 

@@ -18,8 +18,8 @@ export const ErrorSchema = Type.Object(
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Invalid request (validation_failed, invalid_json, ...)',
-  401: 'Missing, unknown, expired or revoked API key (unauthorized)',
-  403: 'The API key lacks the scope (insufficient_scope)',
+  401: 'Missing, unknown, expired or revoked API key or access token (unauthorized)',
+  403: 'The caller lacks the scope (insufficient_scope) or the role (forbidden)',
   404: 'Not found, or belongs to another tenant',
   409: 'Conflict with the current state',
   413: 'Body too large (payload_too_large)',

@@ -72,7 +72,10 @@ function clientHints(node: Json): Json {
 
 /** What each error status of the API answers (src/platform/errors.ts, error-handler.ts). */
 const ERROR_EXAMPLES: Record<string, Json> = {
-  '401': { error: 'unauthorized', message: 'A valid API key is required in the X-Api-Key header' },
+  '401': {
+    error: 'unauthorized',
+    message: 'A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required',
+  },
   '403': {
     error: 'insufficient_scope',
     message: 'This API key lacks the scope keys:write',

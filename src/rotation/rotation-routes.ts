@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { KeyIdParams } from '../keys/key-schemas.ts'
 import { errorResponses, nameSchema, Timestamp } from '../platform/http-schemas.ts'
@@ -53,6 +54,7 @@ export function rotationRoutes(rotation: RotationService): FastifyPluginAsyncTyp
     app.post(
       path,
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           ...common,
           summary: 'Create or replace the key rotation policy (a new frequency restarts the schedule)',
@@ -67,6 +69,7 @@ export function rotationRoutes(rotation: RotationService): FastifyPluginAsyncTyp
     app.get(
       path,
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           ...common,
           summary: 'The key rotation policy',
@@ -80,6 +83,7 @@ export function rotationRoutes(rotation: RotationService): FastifyPluginAsyncTyp
     app.delete(
       path,
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           ...common,
           summary: 'Remove the key rotation policy',
@@ -97,6 +101,7 @@ export function rotationRoutes(rotation: RotationService): FastifyPluginAsyncTyp
       app.post(
         `${path}/${action}`,
         {
+          config: { access: access.scope('keys:write') },
           schema: {
             ...common,
             summary:

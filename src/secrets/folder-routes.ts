@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { errorResponses, IdParams } from '../platform/http-schemas.ts'
 import type { FolderService } from './folder-service.ts'
@@ -19,6 +20,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
     app.post(
       '/folders',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Create a folder, at the top level or inside another',
@@ -36,6 +38,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
     app.get(
       '/folders',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'List folders by path; parentId=<id> or root lists one level',
@@ -55,6 +58,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
     app.get(
       '/folders/:id',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'One folder with its path',
@@ -69,6 +73,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
     app.patch(
       '/folders/:id',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Rename a folder or move it under another (its secrets and subfolders move with it)',
@@ -84,6 +89,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
     app.delete(
       '/folders/:id',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Delete an empty folder',

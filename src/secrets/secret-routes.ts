@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { errorResponses } from '../platform/http-schemas.ts'
 import { parseInclude } from '../platform/include.ts'
@@ -28,6 +29,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.post(
       '/secrets',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Create a secret (version 1 of its value); answers with its metadata',
@@ -45,6 +47,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.get(
       '/secrets',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'List secrets by name; include selects fields as for one secret',
@@ -63,6 +66,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.post(
       '/secrets/move',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Move secrets into a folder (or the top level), all or none',
@@ -79,6 +83,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.get(
       '/secrets/:id',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'A secret: id, name and version by default; include selects more, all the value',
@@ -98,6 +103,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.patch(
       '/secrets/:id',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Change a secret; a new value becomes a new version',
@@ -113,6 +119,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.delete(
       '/secrets/:id',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Delete a secret: restorable for 30 days, or purged now with permanent=true',
@@ -136,6 +143,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.post(
       '/secrets/:id/restore',
       {
+        config: { access: access.scope('secrets:write') },
         schema: {
           tags: TAGS,
           summary: 'Restore a deleted secret within 30 days of its deletion',
@@ -150,6 +158,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.get(
       '/secrets/:id/versions',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'The kept versions of the value, newest first (no values)',
@@ -164,6 +173,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.get(
       '/secrets/:id/versions/:version',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'One version of the value; include=all returns the value itself',
@@ -183,6 +193,7 @@ export function secretRoutes(secrets: SecretService): FastifyPluginAsyncTypebox 
     app.get(
       '/secrets/:id/totp',
       {
+        config: { access: access.scope('secrets:read') },
         schema: {
           tags: TAGS,
           summary: 'The current TOTP code of the secret (RFC 6238); audited as a value read',

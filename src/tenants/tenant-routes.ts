@@ -1,43 +1,50 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { principalOf } from '../auth/request-context.ts'
-import type { Sql } from '../platform/database.ts'
+import { TenantRoleSchema } from '../auth/roles.ts'
 import { notFound } from '../platform/errors.ts'
 import { errorResponses, Timestamp, Uuid } from '../platform/http-schemas.ts'
-import { getTenant } from './tenant-store.ts'
+import type { TenantService } from './tenant-service.ts'
 
-export function tenantRoutes(sql: Sql): FastifyPluginAsyncTypebox {
+const CurrentTenantSchema = Type.Object(
+  {
+    id: Uuid('Tenant id'),
+    name: Type.String(),
+    createdAt: Timestamp('Creation time'),
+    callerKind: Type.Union([Type.Literal('apiKey'), Type.Literal('member')], {
+      description: 'Who is calling: an API key or a signed-in team member',
+    }),
+    apiKeyId: Type.Optional(Uuid('The calling API key (API keys only)')),
+    accountId: Type.Optional(Uuid('The calling team member’s account (team members only)')),
+    role: Type.Optional(TenantRoleSchema),
+    scopes: Type.Array(Type.String(), { description: 'What the caller may do in this tenant' }),
+  },
+  { $id: 'CurrentTenant' },
+)
+
+export function tenantRoutes(tenants: TenantService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.get(
       '/tenant',
       {
+        config: { access: access.authenticated() },
         schema: {
           tags: ['Tenant'],
-          summary: 'The tenant and API key this request is authenticated as',
+          summary: 'The tenant this request acts on, and who is calling',
           operationId: 'getCurrentTenant',
-          response: {
-            200: Type.Object({
-              id: Uuid('Tenant id'),
-              name: Type.String(),
-              createdAt: Timestamp('Creation time'),
-              apiKeyId: Uuid('The calling API key'),
-              scopes: Type.Array(Type.String()),
-            }),
-            ...errorResponses(),
-          },
+          response: { 200: CurrentTenantSchema, ...errorResponses() },
         },
       },
       async (request) => {
         const principal = principalOf(request)
-        const tenant = await getTenant(sql, principal.tenantId)
+        const tenant = await tenants.get(principal.tenantId)
         if (!tenant) throw notFound('tenant_not_found', 'Tenant')
-        return {
-          id: tenant.id,
-          name: tenant.name,
-          createdAt: tenant.created_at.toISOString(),
-          apiKeyId: principal.apiKeyId,
-          scopes: [...principal.scopes],
-        }
+        const caller =
+          principal.kind === 'apiKey'
+            ? { callerKind: 'apiKey' as const, apiKeyId: principal.apiKeyId }
+            : { callerKind: 'member' as const, accountId: principal.accountId, role: principal.role }
+        return { ...tenant, ...caller, scopes: [...principal.scopes] }
       },
     )
   }

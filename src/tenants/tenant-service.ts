@@ -6,7 +6,9 @@ import type { MasterKeyring } from '../keyring/master-key.ts'
 import { createWrappedKek } from '../keyring/tenant-kek.ts'
 import type { Sql, Tx } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
-import { insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
+import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import { createReadThroughCache } from '../platform/read-through-cache.ts'
+import { getTenant, insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
 
 export interface CreatedTenant {
   tenant: TenantRow
@@ -36,7 +38,7 @@ function checkName(name: string): void {
  * transaction with their audit records: there is never a tenant nobody can reach. Names are
  * unique ignoring case (`tenant_name_taken`, 409).
  */
-export async function createTenant(
+async function createTenantRow(
   deps: { sql: Sql; masterKeys: MasterKeyring; apiKeys: ApiKeyService; audit: AuditLog },
   input: { name: string; actor: string; scopes?: readonly Scope[] },
   inTransaction?: Tx,
@@ -86,8 +88,63 @@ export const toTenantView = (row: TenantRow): TenantView => ({
   createdAt: row.created_at.toISOString(),
 })
 
-/** Every tenant, oldest first, in the `{data, total}` shape of the API's lists. */
-export async function listTenants(sql: Sql): Promise<{ data: TenantView[]; total: number }> {
-  const data = (await listTenantRows(sql)).map(toTenantView)
-  return { data, total: data.length }
+export const TENANT_INVALIDATION_TOPIC = 'tenant'
+
+export interface TenantService {
+  /** A tenant with its KEK and one API key (full scope unless told otherwise). 409 `tenant_name_taken`. */
+  create(input: { name: string; actor: string; scopes?: readonly Scope[] }, tx?: Tx): Promise<CreatedTenant>
+  /**
+   * The tenant as this process last read it: cached, unknown ids too (they arrive in tokens and
+   * paths chosen by callers), dropped in every process over the invalidation bus on a change.
+   */
+  get(id: string): Promise<TenantView | undefined>
+  /** Every tenant, oldest first, in the `{data, total}` shape of the API's lists. */
+  list(): Promise<{ data: TenantView[]; total: number }>
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/**
+ * One tenant service for the API processes, the CLI and the bootstrap. The CLI and bootstrap pass
+ * no bus: they read once and exit, so they get no cache.
+ */
+export function createTenantService(deps: {
+  sql: Sql
+  masterKeys: MasterKeyring
+  apiKeys: ApiKeyService
+  audit: AuditLog
+  cache?: { bus: InvalidationBus; ttlMs: number; now?: () => number }
+}): TenantService {
+  const cache = deps.cache
+    ? createReadThroughCache<TenantView | null>({
+        ttlMs: deps.cache.ttlMs,
+        maxEntries: 20_000,
+        ...(deps.cache.now ? { now: deps.cache.now } : {}),
+      })
+    : undefined
+  if (cache && deps.cache) {
+    deps.cache.bus.subscribe(TENANT_INVALIDATION_TOPIC, (id) => cache.dropGroup(id))
+    deps.cache.bus.onResync(() => cache.clear())
+  }
+  const load = async (id: string) => {
+    const row = await getTenant(deps.sql, id)
+    return row ? toTenantView(row) : null
+  }
+  return {
+    async create(input, tx) {
+      const created = await createTenantRow(deps, input, tx)
+      // A negative entry for this id may exist in some process (a token or path named it first).
+      if (deps.cache && !tx) await deps.cache.bus.publish(TENANT_INVALIDATION_TOPIC, created.tenant.id)
+      return created
+    },
+    async get(id) {
+      if (!UUID.test(id)) return undefined
+      const view = cache ? await cache.get(id, '', () => load(id)) : await load(id)
+      return view ?? undefined
+    },
+    async list() {
+      const data = (await listTenantRows(deps.sql)).map(toTenantView)
+      return { data, total: data.length }
+    },
+  }
 }

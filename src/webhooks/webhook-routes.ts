@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { notFound } from '../platform/errors.ts'
 import { errorResponses, IdParams, nameSchema, PageQuery, Timestamp } from '../platform/http-schemas.ts'
@@ -64,6 +65,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.get(
       '/webhooks/deliveries',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'Webhook deliveries of the tenant, newest first, with every attempt',
@@ -81,6 +83,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.get(
       '/webhooks/deliveries/:id',
       {
+        config: { access: access.scope('keys:read') },
         schema: {
           tags: TAGS,
           summary: 'One webhook delivery with every attempt',
@@ -99,6 +102,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.post(
       '/webhooks/secret',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'The tenant webhook signing secret (created on first use)',
@@ -114,6 +118,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
     app.post(
       '/webhooks/secret/rotate',
       {
+        config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Replace the webhook signing secret; deliveries from now on use the new one',

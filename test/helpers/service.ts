@@ -11,7 +11,6 @@ import type { Resolver } from '../../src/outbound/destination.ts'
 import type { Clock } from '../../src/platform/clock.ts'
 import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
-import { createTenant } from '../../src/tenants/tenant-service.ts'
 
 /**
  * Test harness: every test file gets its own PostgreSQL database on the real server, its own
@@ -138,15 +137,11 @@ export async function startTestService(
     api,
     sql,
     async createTenant(scopes) {
-      const created = await createTenant(
-        {
-          sql: api.services.sql,
-          masterKeys: api.services.masterKeys,
-          apiKeys: api.services.apiKeys,
-          audit: api.services.audit,
-        },
-        { name: `tenant-${randomBytes(8).toString('hex')}`, actor: 'test', ...(scopes ? { scopes } : {}) },
-      )
+      const created = await api.services.tenants.create({
+        name: `tenant-${randomBytes(8).toString('hex')}`,
+        actor: 'test',
+        ...(scopes ? { scopes } : {}),
+      })
       return { tenantId: created.tenant.id, apiKeyId: created.apiKey.id, key: created.apiKey.key }
     },
     request: (method, path, options = {}) => httpRequest(baseUrl, method, path, options),

@@ -1,0 +1,51 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { AppDeps } from './app.ts'
+import { auditRoutes } from './audit/audit-routes.ts'
+import { access } from './auth/access.ts'
+import { apiKeyRoutes } from './auth/api-key-routes.ts'
+import { registerAuthentication } from './auth/auth-hook.ts'
+import { batchRoutes } from './crypto/batch-routes.ts'
+import { cryptoRoutes } from './crypto/crypto-routes.ts'
+import { dataKeyRoutes } from './crypto/data-key-routes.ts'
+import { signingRoutes } from './crypto/signing-routes.ts'
+import { healthRoutes } from './health/health-routes.ts'
+import { keyRoutes } from './keys/key-routes.ts'
+import { installErrorHandlers } from './platform/error-handler.ts'
+import { rotationRoutes } from './rotation/rotation-routes.ts'
+import { folderRoutes } from './secrets/folder-routes.ts'
+import { secretRoutes } from './secrets/secret-routes.ts'
+import { tenantRoutes } from './tenants/tenant-routes.ts'
+import { webhookRoutes } from './webhooks/webhook-routes.ts'
+
+/**
+ * The JSON API under /api/v1, a surface of its own: JSON errors `{error, message}`, JSON and
+ * octet-stream bodies only, and callers authenticated by `X-Api-Key` or, for team members,
+ * `Authorization: Bearer`, against what each route declares (auth/access.ts). Its 404s are
+ * answered after authentication, so strangers cannot probe which routes exist.
+ */
+export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): FastifyPluginAsyncTypebox {
+  return async (api) => {
+    installErrorHandlers(api)
+    registerAuthentication(api, {
+      authenticator: deps.authenticator,
+      audit: deps.audit,
+      ...(deps.bearer ? { bearer: deps.bearer } : {}),
+    })
+    await api.register(healthRoutes(deps))
+    await api.register(tenantRoutes(deps.tenants))
+    await api.register(apiKeyRoutes(deps.apiKeys, deps.audit))
+    await api.register(auditRoutes(deps.sql))
+    await api.register(keyRoutes(deps.keys))
+    await api.register(rotationRoutes(deps.rotation))
+    await api.register(webhookRoutes(deps.webhooks))
+    await api.register(cryptoRoutes(deps.crypto))
+    await api.register(batchRoutes(deps.batches))
+    await api.register(signingRoutes(deps.signing))
+    await api.register(dataKeyRoutes(deps.crypto))
+    await api.register(secretRoutes(deps.secrets))
+    await api.register(folderRoutes(deps.folders))
+    api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
+      openApiDocument(),
+    )
+  }
+}
