@@ -1,0 +1,308 @@
+import { randomUUID } from 'node:crypto'
+import { open, seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
+import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
+import {
+  type AccountRow,
+  clearFailures,
+  clearTotp,
+  confirmTotp,
+  findAccountByEmail,
+  getAccount,
+  getAccounts,
+  getThrottle,
+  insertAccount,
+  recordFailure,
+  setPasswordHash,
+  setTotpSecret,
+  sweepThrottle,
+  useTotpStep,
+} from './account-store.ts'
+import { decoyHash, hashPassword, MAX_PASSWORD_LENGTH, verifyPassword } from './password-hash.ts'
+import { base32Encode, matchTotp, newTotpSecret, otpauthUri } from './totp.ts'
+
+export const TEAM_REALM = 'team'
+
+export interface AccountView {
+  id: string
+  realm: string
+  email: string
+  displayName: string | null
+  hasPassword: boolean
+  totpEnrolled: boolean
+  disabled: boolean
+  createdAt: string
+}
+
+const toView = (row: AccountRow): AccountView => ({
+  id: row.id,
+  realm: row.realm,
+  email: row.email,
+  displayName: row.display_name,
+  hasPassword: row.password_hash !== null,
+  totpEnrolled: row.totp_enrolled_at !== null,
+  disabled: row.disabled_at !== null,
+  createdAt: row.created_at.toISOString(),
+})
+
+/** What a password must satisfy (tenant settings decide it for their realms; the team realm's is fixed). */
+export interface PasswordPolicy {
+  minLength: number
+  requireUppercase: boolean
+  requireLowercase: boolean
+  requireDigit: boolean
+  requireSymbol: boolean
+}
+
+export const TEAM_PASSWORD_POLICY: PasswordPolicy = {
+  minLength: 12,
+  requireUppercase: false,
+  requireLowercase: false,
+  requireDigit: false,
+  requireSymbol: false,
+}
+
+/**
+ * Throttling (docs/identity.md): failures count per (account, client address) and per client
+ * address. Five wrong passwords for one account from one address lock that pair for 15 minutes;
+ * fifty failures from one address lock the address. An attacker elsewhere never locks the owner
+ * out: the owner's own address has its own count.
+ */
+export const THROTTLE = {
+  windowMs: 15 * 60_000,
+  perAccountLimit: 5,
+  perAddressLimit: 50,
+  lockMs: 15 * 60_000,
+} as const
+
+export type SignInResult =
+  | { outcome: 'ok'; account: AccountView }
+  | { outcome: 'invalid' }
+  | { outcome: 'locked'; retryAfterSeconds: number }
+
+export type TotpCheck = 'ok' | 'invalid' | 'locked'
+
+export const accountExists = () =>
+  new AppError(409, 'account_exists', 'An account with this e-mail address already exists')
+
+const EMAIL = /^[^\s@]{1,64}@[^\s@.]+(\.[^\s@.]+)+$/
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase()
+}
+
+export function checkEmail(email: string, field = 'email'): string {
+  const trimmed = email.trim()
+  if (trimmed.length > 254 || !EMAIL.test(trimmed))
+    throw invalidField(field, 'must be an e-mail address (at most 254 characters)')
+  return trimmed
+}
+
+/** Every reason a password falls short, for the form or the 400's message. */
+export function passwordProblems(password: string, policy: PasswordPolicy): string[] {
+  const problems: string[] = []
+  if (password.length < policy.minLength) problems.push(`at least ${policy.minLength} characters`)
+  if (password.length > MAX_PASSWORD_LENGTH) problems.push(`at most ${MAX_PASSWORD_LENGTH} characters`)
+  if (policy.requireUppercase && !/\p{Lu}/u.test(password)) problems.push('an upper-case letter')
+  if (policy.requireLowercase && !/\p{Ll}/u.test(password)) problems.push('a lower-case letter')
+  if (policy.requireDigit && !/\p{Nd}/u.test(password)) problems.push('a digit')
+  if (policy.requireSymbol && !/[^\p{L}\p{Nd}\s]/u.test(password)) problems.push('a symbol')
+  return problems
+}
+
+export interface AccountService {
+  /** 409 `account_exists` when the realm has the address. */
+  createTeamAccount(
+    input: { email: string; displayName?: string | null; password?: string | null },
+    tx?: Queryable,
+  ): Promise<AccountView>
+  get(id: string): Promise<AccountView | undefined>
+  getMany(ids: readonly string[]): Promise<AccountView[]>
+  findTeamAccount(email: string): Promise<AccountView | undefined>
+  /** 400 naming `password` when the policy is not met. */
+  setPassword(id: string, password: string, policy?: PasswordPolicy): Promise<void>
+  /** The same answer for an unknown address, a wrong password and a disabled account. */
+  signIn(input: { email: string; password: string; clientIp: string }): Promise<SignInResult>
+  /** Checks a password of a known account (the accept-invitation page), throttled like signIn. */
+  checkPassword(id: string, password: string, clientIp: string): Promise<SignInResult>
+  /** A new secret while none is enrolled (replacing an unconfirmed one). */
+  beginTotpEnrolment(id: string, issuer: string): Promise<{ secret: string; uri: string }>
+  confirmTotpEnrolment(id: string, code: string, clientIp: string): Promise<TotpCheck>
+  verifyTotp(id: string, code: string, clientIp: string): Promise<TotpCheck>
+  resetTotp(id: string): Promise<void>
+  /** Deletes throttle rows whose window and lock have both ended. */
+  sweepThrottle(): Promise<number>
+}
+
+export function createAccountService(deps: {
+  sql: Sql
+  masterKeys: MasterKeyring
+  clock: Clock
+}): AccountService {
+  const { sql, masterKeys, clock } = deps
+  const totpAad = (id: string) => `kms totp secret v1 account:${id}`
+
+  async function lockedFor(subjects: Array<[string, string]>): Promise<number> {
+    const now = clock.now().getTime()
+    let seconds = 0
+    for (const [subject, ip] of subjects) {
+      const row = await getThrottle(sql, subject, ip)
+      const until = row?.locked_until?.getTime() ?? 0
+      if (until > now) seconds = Math.max(seconds, Math.ceil((until - now) / 1000))
+    }
+    return seconds
+  }
+
+  async function fail(subject: string, clientIp: string): Promise<void> {
+    const now = clock.now()
+    await recordFailure(sql, {
+      subject,
+      clientIp,
+      now,
+      windowMs: THROTTLE.windowMs,
+      limit: THROTTLE.perAccountLimit,
+      lockMs: THROTTLE.lockMs,
+    })
+    await recordFailure(sql, {
+      subject: '*',
+      clientIp,
+      now,
+      windowMs: THROTTLE.windowMs,
+      limit: THROTTLE.perAddressLimit,
+      lockMs: THROTTLE.lockMs,
+    })
+  }
+
+  async function passwordAttempt(
+    subject: string,
+    row: AccountRow | undefined,
+    password: string,
+    clientIp: string,
+  ): Promise<SignInResult> {
+    const locked = await lockedFor([
+      [subject, clientIp],
+      ['*', clientIp],
+    ])
+    if (locked > 0) return { outcome: 'locked', retryAfterSeconds: locked }
+    const candidate = password.length <= MAX_PASSWORD_LENGTH ? password : ''
+    // Always one argon2id verification, against a decoy when there is no usable hash.
+    const ok = await verifyPassword(candidate, row?.password_hash ?? (await decoyHash()))
+    if (!ok || !row || row.password_hash === null || row.disabled_at !== null || candidate !== password) {
+      await fail(subject, clientIp)
+      return { outcome: 'invalid' }
+    }
+    await clearFailures(sql, subject, clientIp)
+    return { outcome: 'ok', account: toView(row) }
+  }
+
+  async function totpAttempt(
+    id: string,
+    code: string,
+    clientIp: string,
+    confirm: boolean,
+  ): Promise<TotpCheck> {
+    const subject = `totp:${id}`
+    if (
+      (await lockedFor([
+        [subject, clientIp],
+        ['*', clientIp],
+      ])) > 0
+    )
+      return 'locked'
+    const row = await getAccount(sql, id)
+    const pending = confirm ? row?.totp_enrolled_at === null : row?.totp_enrolled_at !== null
+    if (!row || !pending || !row.totp_secret_sealed || !row.totp_master_key_id) return 'invalid'
+    const masterKey = masterKeys.find(row.totp_master_key_id)
+    if (!masterKey) return 'invalid'
+    const secret = open(masterKey.key, row.totp_secret_sealed, totpAad(id))
+    const step = matchTotp(secret, code.trim(), clock.now().getTime())
+    const accepted =
+      step !== undefined && (confirm ? await confirmTotp(sql, id, step) : await useTotpStep(sql, id, step))
+    if (!accepted) {
+      await fail(subject, clientIp)
+      return 'invalid'
+    }
+    await clearFailures(sql, subject, clientIp)
+    return 'ok'
+  }
+
+  return {
+    async createTeamAccount(input, tx) {
+      const email = checkEmail(input.email)
+      const displayName = input.displayName?.trim() || null
+      if (displayName && displayName.length > 200)
+        throw invalidField('displayName', 'must be at most 200 characters')
+      let passwordHash: string | null = null
+      if (input.password != null) {
+        const problems = passwordProblems(input.password, TEAM_PASSWORD_POLICY)
+        if (problems.length > 0) throw invalidField('password', `must have ${problems.join(', ')}`)
+        passwordHash = await hashPassword(input.password)
+      }
+      try {
+        const row = await insertAccount(tx ?? sql, {
+          id: randomUUID(),
+          realm: TEAM_REALM,
+          email,
+          emailNormalized: normalizeEmail(email),
+          displayName,
+          passwordHash,
+        })
+        return toView(row)
+      } catch (err) {
+        if (isUniqueViolation(err, 'accounts_realm_email_unique')) throw accountExists()
+        throw err
+      }
+    },
+    async get(id) {
+      const row = await getAccount(sql, id)
+      return row ? toView(row) : undefined
+    },
+    async getMany(ids) {
+      return (await getAccounts(sql, ids)).map(toView)
+    },
+    async findTeamAccount(email) {
+      const row = await findAccountByEmail(sql, TEAM_REALM, normalizeEmail(email))
+      return row ? toView(row) : undefined
+    },
+    async setPassword(id, password, policy = TEAM_PASSWORD_POLICY) {
+      const problems = passwordProblems(password, policy)
+      if (problems.length > 0) throw invalidField('password', `must have ${problems.join(', ')}`)
+      const hash = await hashPassword(password)
+      if (!(await setPasswordHash(sql, id, hash)))
+        throw new AppError(404, 'account_not_found', 'Account not found')
+    },
+    async signIn({ email, password, clientIp }) {
+      const normalized = normalizeEmail(email).slice(0, 254)
+      const row = await findAccountByEmail(sql, TEAM_REALM, normalized)
+      return passwordAttempt(`${TEAM_REALM}:${normalized}`, row, password, clientIp)
+    },
+    async checkPassword(id, password, clientIp) {
+      const row = await getAccount(sql, id)
+      return passwordAttempt(
+        `${row?.realm ?? TEAM_REALM}:${row?.email_normalized ?? id}`,
+        row,
+        password,
+        clientIp,
+      )
+    },
+    async beginTotpEnrolment(id, issuer) {
+      const row = await getAccount(sql, id)
+      if (!row) throw new AppError(404, 'account_not_found', 'Account not found')
+      if (row.totp_enrolled_at)
+        throw new AppError(409, 'totp_already_enrolled', 'An authenticator is already enrolled')
+      const secret = newTotpSecret()
+      const primary = masterKeys.primary
+      await setTotpSecret(sql, id, seal(primary.key, secret, totpAad(id)), primary.id)
+      return { secret: base32Encode(secret), uri: otpauthUri(secret, row.email, issuer) }
+    },
+    confirmTotpEnrolment: (id, code, clientIp) => totpAttempt(id, code, clientIp, true),
+    verifyTotp: (id, code, clientIp) => totpAttempt(id, code, clientIp, false),
+    async resetTotp(id) {
+      await clearTotp(sql, id)
+    },
+    sweepThrottle: () =>
+      sweepThrottle(sql, new Date(clock.now().getTime() - THROTTLE.windowMs - THROTTLE.lockMs)),
+  }
+}
