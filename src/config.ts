@@ -47,6 +47,19 @@ export interface Config {
    */
   outboundAllow: string[]
   cryptoPool: CryptoPoolConfig
+  identity: IdentityConfig
+}
+
+/** The OpenID provider and its pages (docs/identity.md). */
+export interface IdentityConfig {
+  /** ID_URL: the issuer; absent, the URL the process listens on (fine for one host, not behind a proxy). */
+  idUrl: string | undefined
+  /** KMS_CDN_HOST: the public CDN host the sign-in pages' Content-Security-Policy allows for styles and fonts. */
+  cdnHost: string
+  /** KMS_CONSOLE_REDIRECT_URIS: where the console client may be sent back to; default `<issuer>/console/callback`. */
+  consoleRedirectUris: string[]
+  /** KMS_ID_SIGNING_KEY_ROTATION_DAYS: age at which the job process rotates the token signing key. */
+  signingKeyRotationDays: number
 }
 
 /** The crypto worker pool (src/crypto-pool): size, per-task deadline, per-tenant queue bound. */
@@ -234,6 +247,36 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       tenantMaxQueue: integer(env, 'KMS_CRYPTO_TENANT_QUEUE', 64, 1, 10_000),
     },
     jobs: jobsConfig(env),
+    identity: identityConfig(env),
+  }
+}
+
+function identityConfig(env: NodeJS.ProcessEnv): IdentityConfig {
+  const idUrl = env['ID_URL'] || undefined
+  if (idUrl !== undefined) absoluteHttpUrl('ID_URL', idUrl)
+  const consoleRedirectUris = list(env['KMS_CONSOLE_REDIRECT_URIS'])
+  for (const uri of consoleRedirectUris) absoluteHttpUrl('KMS_CONSOLE_REDIRECT_URIS', uri)
+  const cdnHost = env['KMS_CDN_HOST'] || 'cdn.jsdelivr.net'
+  if (!/^[a-z0-9.-]{1,253}(:\d{1,5})?$/i.test(cdnHost)) {
+    throw new ConfigError(`KMS_CDN_HOST must be a host name (optionally with a port), got "${cdnHost}"`)
+  }
+  return {
+    idUrl: idUrl?.replace(/\/+$/, ''),
+    cdnHost,
+    consoleRedirectUris,
+    signingKeyRotationDays: integer(env, 'KMS_ID_SIGNING_KEY_ROTATION_DAYS', 30, 1, 3650),
+  }
+}
+
+function absoluteHttpUrl(name: string, value: string): void {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, got "${value}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, got "${value}"`)
   }
 }
 
