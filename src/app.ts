@@ -14,6 +14,8 @@ import { API_PREFIX } from './auth/auth-hook.ts'
 import type { BearerAuthenticator } from './auth/bearer-authenticator.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
+import type { Identity } from './identity/identity-service.ts'
+import { identitySurface } from './identity/identity-surface.ts'
 import { instrumentRequests } from './metrics/http-metrics.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { LazyChildLogger } from './platform/logger.ts'
@@ -40,6 +42,7 @@ export type AppDeps = Pick<
   | 'folders'
   | 'secrets'
   | 'metrics'
+  | 'accounts'
 > & {
   version: string
   bodyLimitBytes: number
@@ -50,6 +53,10 @@ export type AppDeps = Pick<
   scrape: () => Promise<string>
   /** `Authorization: Bearer` for team members; absent, only API keys authenticate. */
   bearer?: BearerAuthenticator
+  /** The OpenID provider and its pages; absent, the service has no sign-in. */
+  identity?: Identity
+  /** Page routes other domains add to the sign-in surface (the accept-invitation page). */
+  identityPages?: Array<(app: FastifyInstance) => Promise<void>>
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -154,6 +161,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' })
 
   await app.register(metricsRoutes(deps))
+  if (deps.identity) {
+    await app.register(
+      identitySurface({
+        logger: deps.logger,
+        oidc: deps.identity.oidc,
+        accounts: deps.accounts,
+        memberships: deps.identity.memberships,
+        csrf: deps.identity.csrf,
+        pageSettings: deps.identity.pageSettings,
+        ...(deps.identity.mfaPolicy ? { mfaPolicy: deps.identity.mfaPolicy } : {}),
+        issuerName: 'KMS',
+        extraPages: deps.identityPages ?? [],
+      }),
+    )
+  }
   // The surfaces: each its own parsers, error format and authentication.
   await app.register(
     apiSurface(deps, () => app.swagger()),

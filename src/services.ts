@@ -13,6 +13,7 @@ import { createSigningService, type SigningService } from './crypto/signing-serv
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
+import { type AccountService, createAccountService } from './identity/account-service.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyCache } from './keys/key-cache.ts'
@@ -47,6 +48,8 @@ export interface Services {
   authenticator: Authenticator
   apiKeys: ApiKeyService
   tenants: TenantService
+  /** Accounts of people who sign in (team members; end-users later). */
+  accounts: AccountService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -112,6 +115,7 @@ export async function createServices(
     audit,
     cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
   })
+  const accounts = createAccountService({ sql, masterKeys, clock })
   const cryptoPool = createCryptoPool({
     maxThreads: config.cryptoPool.threads,
     taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
@@ -174,6 +178,7 @@ export async function createServices(
     authenticator,
     apiKeys,
     tenants,
+    accounts,
     clock,
     cryptoPool,
     keys,

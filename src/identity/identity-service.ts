@@ -1,0 +1,83 @@
+import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
+import type { IdentityConfig } from '../config.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Sql } from '../platform/database.ts'
+import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import type { TenantService } from '../tenants/tenant-service.ts'
+import { createAccessTokenVerifier } from './access-token-verifier.ts'
+import type { AccountService } from './account-service.ts'
+import { createOidcRuntime, type OidcRuntime, type SessionPolicy } from './oidc-provider.ts'
+import { sweepExpiredModels } from './oidc-store.ts'
+import { type Csrf, createCsrf } from './pages/csrf.ts'
+import type { PageSettings } from './pages/layout.ts'
+import type { MfaPolicy } from './pages/sign-in-routes.ts'
+import { createSigningKeys, type SigningKeys } from './signing-keys.ts'
+
+export interface Identity {
+  oidc: OidcRuntime
+  signingKeys: SigningKeys
+  verifier: ReturnType<typeof createAccessTokenVerifier>
+  csrf: Csrf
+  pageSettings: PageSettings
+  memberships: MembershipRoles
+  mfaPolicy: MfaPolicy | undefined
+  /** Expired provider rows, ended throttle windows, and the signing key's scheduled rotation. */
+  sweep(): Promise<{ expiredModels: number; throttleRows: number; rotatedToVersion: number | null }>
+}
+
+/** The identity module's long-lived parts, built once per process (services.ts). */
+export function createIdentity(deps: {
+  sql: Sql
+  bus: InvalidationBus
+  masterKeys: MasterKeyring
+  clock: Clock
+  config: IdentityConfig
+  accounts: AccountService
+  memberships: MembershipRoles
+  tenants: Pick<TenantService, 'get'>
+  sessionPolicy?: SessionPolicy
+  mfaPolicy?: MfaPolicy
+  grantCacheTtlMs: number
+}): Identity {
+  const signingKeys = createSigningKeys(deps)
+  const pageSettings: PageSettings = { cdnHost: deps.config.cdnHost }
+  // The verifier and the provider need each other: the provider reports revoked grants, the
+  // verifier needs the issuer.
+  let verifier: ReturnType<typeof createAccessTokenVerifier> | undefined
+  const oidc = createOidcRuntime({
+    sql: deps.sql,
+    config: deps.config,
+    masterKeys: deps.masterKeys,
+    signingKeys,
+    accounts: deps.accounts,
+    memberships: deps.memberships,
+    tenants: deps.tenants,
+    ...(deps.sessionPolicy ? { sessionPolicy: deps.sessionPolicy } : {}),
+    pageSettings,
+    onGrantRevoked: (grantId) => verifier!.grantRevoked(grantId),
+  })
+  verifier = createAccessTokenVerifier({
+    sql: deps.sql,
+    bus: deps.bus,
+    signingKeys,
+    issuer: () => oidc.issuer(),
+    clock: deps.clock,
+    grantCacheTtlMs: deps.grantCacheTtlMs,
+  })
+  return {
+    oidc,
+    signingKeys,
+    verifier,
+    csrf: createCsrf(deps.masterKeys),
+    pageSettings,
+    memberships: deps.memberships,
+    mfaPolicy: deps.mfaPolicy,
+    async sweep() {
+      const expiredModels = await sweepExpiredModels(deps.sql, 10_000)
+      const throttleRows = await deps.accounts.sweepThrottle()
+      const rotatedToVersion = await signingKeys.rotate({ olderThanDays: deps.config.signingKeyRotationDays })
+      return { expiredModels, throttleRows, rotatedToVersion: rotatedToVersion ?? null }
+    },
+  }
+}

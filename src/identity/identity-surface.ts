@@ -1,0 +1,126 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
+import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
+import { IDENTITY_CSS, type PageSettings, pageContext, pageHeaders, renderErrorPage } from './pages/layout.ts'
+import { type SignInDeps, signInRoutes } from './pages/sign-in-routes.ts'
+
+/** A sign-in form is a few fields; anything larger is not one. */
+const FORM_LIMIT_BYTES = 16 * 1024
+const MAX_FIELDS = 20
+
+export interface IdentitySurfaceDeps extends SignInDeps {
+  logger: Logger
+  pageSettings: PageSettings
+  /** More page routes (accept-invitation) registered inside the pages' surface. */
+  extraPages?: Array<(app: FastifyInstance) => Promise<void>>
+}
+
+/**
+ * The OpenID provider and its pages: two sub-applications beside the JSON API, each with its own
+ * body parsing and error format. The provider (oidc-provider, a Koa application) gets the raw
+ * request and answers it itself; the pages parse only url-encoded forms and answer every error as
+ * an HTML page, never JSON and never a 5xx for bad input.
+ */
+export function identitySurface(deps: IdentitySurfaceDeps) {
+  return async (app: FastifyInstance) => {
+    await app.register(providerSurface(deps.oidc, deps.pageSettings, deps.logger))
+    await app.register(pagesSurface(deps))
+  }
+}
+
+function providerSurface(oidc: OidcRuntime, pageSettings: PageSettings, logger: Logger) {
+  return async (app: FastifyInstance) => {
+    // The provider reads its own bodies from the raw request.
+    app.removeAllContentTypeParsers()
+    app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
+    const headers = pageHeaders(pageSettings)
+    const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+      reply.hijack()
+      const res = reply.raw
+      // The provider's HTML pages (sign-out, errors) get the sign-in pages' headers; its JSON
+      // answers are unaffected by them. The provider sets its own content type and caching.
+      res.setHeader('content-security-policy', headers['content-security-policy']!)
+      res.setHeader('x-frame-options', 'DENY')
+      res.setHeader('x-content-type-options', 'nosniff')
+      res.setHeader('x-request-id', request.id)
+      try {
+        await oidc.handle(request.raw, res)
+      } catch (err) {
+        logger.error({ err: { message: (err as Error).message } }, 'OpenID provider failed')
+        if (!res.headersSent) {
+          res.statusCode = 503
+          res.setHeader('content-type', 'application/json')
+          res.end(
+            JSON.stringify({
+              error: 'identity_unavailable',
+              message: 'The OpenID provider is not available',
+            }),
+          )
+        } else res.end()
+      }
+    }
+    const methods = ['GET', 'POST', 'OPTIONS', 'HEAD'] as const
+    app.route({ method: [...methods], url: '/.well-known/openid-configuration', handler })
+    app.route({ method: [...methods], url: OIDC_ROUTES.jwks, handler })
+    app.route({ method: [...methods], url: '/oidc/*', handler })
+  }
+}
+
+function pagesSurface(deps: IdentitySurfaceDeps) {
+  return async (app: FastifyInstance) => {
+    app.removeAllContentTypeParsers()
+    app.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: FORM_LIMIT_BYTES },
+      (_request, body, done) => {
+        const params = new URLSearchParams(body as string)
+        const form: Record<string, string> = Object.create(null)
+        let count = 0
+        for (const [name, value] of params) {
+          if (++count > MAX_FIELDS || name in form)
+            return done(pageError(400, 'The form is malformed.'), undefined)
+          form[name] = value
+        }
+        done(null, form)
+      },
+    )
+    const send = (request: FastifyRequest, reply: FastifyReply, status: number, message: string) =>
+      reply
+        .code(status)
+        .headers(pageHeaders(deps.pageSettings))
+        .send(renderErrorPage(pageContext(undefined, request.headers['accept-language']), message))
+
+    app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+      const status =
+        error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
+      if (status === 500) request.log.error({ err: error }, 'sign-in page failed')
+      const message =
+        status === 413
+          ? 'The form is too large.'
+          : status === 415
+            ? 'Forms must be sent as application/x-www-form-urlencoded.'
+            : status === 500
+              ? 'Something went wrong on our side. Try again.'
+              : error.message
+      return send(request, reply, status, message)
+    })
+    // Bodies with a POST route must be forms; an empty or missing body is a malformed form.
+    app.addHook('preValidation', async (request) => {
+      if (request.method === 'POST' && (request.body === undefined || request.body === null)) {
+        throw pageError(400, 'The form is malformed.')
+      }
+    })
+    app.get('/assets/identity.css', async (_request, reply) =>
+      reply
+        .header('content-type', 'text/css; charset=utf-8')
+        .header('cache-control', 'public, max-age=3600')
+        .send(IDENTITY_CSS),
+    )
+    await app.register(signInRoutes(deps))
+    for (const pages of deps.extraPages ?? []) await app.register(pages)
+  }
+}
+
+export function pageError(statusCode: number, message: string): Error & { statusCode: number } {
+  return Object.assign(new Error(message), { statusCode })
+}

@@ -1,0 +1,235 @@
+import { hkdfSync } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import Provider, { type Configuration, errors, type KoaContextWithOIDC } from 'oidc-provider'
+import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
+import type { IdentityConfig } from '../config.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { Sql } from '../platform/database.ts'
+import type { TenantService } from '../tenants/tenant-service.ts'
+import type { AccountService } from './account-service.ts'
+import { createOidcAdapterFactory } from './oidc-adapter.ts'
+import type { PageSettings } from './pages/layout.ts'
+import { renderProviderError, renderSignedOut, renderSignOut } from './pages/provider-pages.ts'
+import type { SigningKeys } from './signing-keys.ts'
+
+export const CONSOLE_CLIENT_ID = 'kms-console'
+/** The resource indicator of a tenant's API: an access token for it carries it as `aud`. */
+export const TENANT_RESOURCE_PREFIX = 'urn:kms:tenant:'
+const TENANT_RESOURCE = /^urn:kms:tenant:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
+export const tenantOfResource = (resource: string): string | undefined => TENANT_RESOURCE.exec(resource)?.[1]
+
+/** The provider's own paths; discovery and JWKS sit at the root, as the spec says. */
+export const OIDC_ROUTES = {
+  authorization: '/oidc/auth',
+  token: '/oidc/token',
+  userinfo: '/oidc/me',
+  jwks: '/.well-known/jwks.json',
+  end_session: '/oidc/session/end',
+  revocation: '/oidc/token/revocation',
+  introspection: '/oidc/token/introspection',
+} as const
+
+/** Lifetimes (seconds). An access token's own comes from the tenant's settings when they say. */
+export const TOKEN_TTL = {
+  accessToken: 900,
+  authorizationCode: 60,
+  idToken: 3600,
+  interaction: 3600,
+  refreshToken: 14 * 24 * 3600,
+  session: 14 * 24 * 3600,
+  grant: 14 * 24 * 3600,
+} as const
+
+/** What the provider needs of tenant settings (src/settings); absent, the defaults above apply. */
+export interface SessionPolicy {
+  accessTokenSecondsOf(tenantId: string): Promise<number | undefined>
+}
+
+export interface OidcDeps {
+  sql: Sql
+  config: IdentityConfig
+  masterKeys: MasterKeyring
+  signingKeys: SigningKeys
+  accounts: AccountService
+  memberships: MembershipRoles
+  tenants: Pick<TenantService, 'get'>
+  sessionPolicy?: SessionPolicy
+  pageSettings: PageSettings
+  onGrantRevoked: (grantId: string) => Promise<void>
+}
+
+/**
+ * The one OpenID provider (oidc-provider), built once the issuer is known (the URL the service
+ * listens on unless ID_URL says) and rebuilt when the signing keys rotate, in every process. Its
+ * state lives in PostgreSQL, so replacing the instance loses nothing.
+ */
+export interface OidcRuntime {
+  setIssuer(url: string): void
+  issuer(): string
+  provider(): Promise<Provider>
+  /** Hands a request on one of the provider's paths to it. */
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>
+}
+
+export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
+  let issuer: string | undefined = deps.config.idUrl
+  let current: Promise<Provider> | undefined
+  deps.signingKeys.onChange(() => {
+    current = undefined
+  })
+  const adapter = createOidcAdapterFactory({ sql: deps.sql, onGrantRevoked: deps.onGrantRevoked })
+
+  const runtime: OidcRuntime = {
+    setIssuer(url) {
+      if (deps.config.idUrl) return
+      issuer = url.replace(/\/+$/, '')
+      current = undefined
+    },
+    issuer() {
+      if (!issuer) throw new Error('the OpenID provider has no issuer yet (the service is not listening)')
+      return issuer
+    },
+    provider() {
+      current ??= build(deps, runtime.issuer(), adapter).catch((err: unknown) => {
+        current = undefined
+        throw err
+      })
+      return current
+    },
+    async handle(req, res) {
+      const provider = await runtime.provider()
+      await provider.callback()(req, res)
+    },
+  }
+  return runtime
+}
+
+/** Cookie signing keys derived from the master keyring: equal in every process, rotated with it. */
+function cookieKeys(masterKeys: MasterKeyring): string[] {
+  const derive = (key: Buffer) =>
+    Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'kms oidc cookie keys v1', 32)).toString('base64url')
+  return [derive(masterKeys.primary.key.export())]
+}
+
+async function build(
+  deps: OidcDeps,
+  issuer: string,
+  adapter: ReturnType<typeof createOidcAdapterFactory>,
+): Promise<Provider> {
+  const keys = await deps.signingKeys.current()
+  const redirectUris =
+    deps.config.consoleRedirectUris.length > 0
+      ? deps.config.consoleRedirectUris
+      : [`${issuer}/console/callback`]
+
+  const accountIdOf = (ctx: KoaContextWithOIDC): string | undefined =>
+    ctx.oidc.account?.accountId ??
+    ctx.oidc.session?.accountId ??
+    (ctx.oidc.entities.Grant?.accountId as string | undefined)
+
+  const configuration: Configuration = {
+    adapter,
+    clients: [
+      {
+        client_id: CONSOLE_CLIENT_ID,
+        client_name: 'Console',
+        application_type: 'web',
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        redirect_uris: redirectUris,
+        post_logout_redirect_uris: redirectUris,
+      },
+    ],
+    jwks: { keys: keys.privateJwks as never },
+    cookies: {
+      keys: cookieKeys(deps.masterKeys),
+      long: { signed: true, httpOnly: true, sameSite: 'lax' },
+      short: { signed: true, httpOnly: true, sameSite: 'lax' },
+    },
+    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+    scopes: ['openid', 'offline_access', 'email', 'profile', 'api'],
+    pkce: { required: () => true },
+    routes: OIDC_ROUTES,
+    interactions: { url: (_ctx, interaction) => `/sign-in/${interaction.uid}` },
+    features: {
+      devInteractions: { enabled: false },
+      revocation: { enabled: true },
+      introspection: { enabled: true },
+      userinfo: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: async (ctx, form) => {
+          ctx.type = 'html'
+          ctx.body = renderSignOut(deps.pageSettings, ctx.get('accept-language'), form)
+        },
+        postLogoutSuccessSource: async (ctx) => {
+          ctx.type = 'html'
+          ctx.body = renderSignedOut(deps.pageSettings, ctx.get('accept-language'))
+        },
+      },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: async (_ctx, _client, oneOf) => oneOf,
+        useGrantedResource: async () => false,
+        getResourceServerInfo: async (ctx, resource, client) => {
+          const tenantId = tenantOfResource(resource)
+          // Tenants' own applications and their resources come with applications (issue 18).
+          if (client.clientId !== CONSOLE_CLIENT_ID || !tenantId) throw new errors.InvalidTarget()
+          if (!(await deps.tenants.get(tenantId))) throw new errors.InvalidTarget()
+          const accountId = accountIdOf(ctx)
+          if (accountId && !(await deps.memberships.roleOf(tenantId, accountId)))
+            throw new errors.InvalidTarget()
+          const ttl = (await deps.sessionPolicy?.accessTokenSecondsOf(tenantId)) ?? TOKEN_TTL.accessToken
+          return {
+            scope: 'api',
+            audience: resource,
+            accessTokenTTL: ttl,
+            accessTokenFormat: 'jwt',
+            jwt: { sign: { alg: 'ES256' } },
+          }
+        },
+      },
+    },
+    // The console keeps members signed in with refresh tokens bound to the session: signing out
+    // ends them (no offline_access).
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    extraTokenClaims: async (_ctx, token) =>
+      token.kind === 'AccessToken' ? { gid: token.grantId } : undefined,
+    findAccount: async (_ctx, sub) => {
+      const account = await deps.accounts.get(sub)
+      if (!account || account.disabled) return undefined
+      return {
+        accountId: account.id,
+        claims: async () => ({
+          sub: account.id,
+          email: account.email,
+          email_verified: true,
+          ...(account.displayName ? { name: account.displayName } : {}),
+        }),
+      }
+    },
+    ttl: {
+      AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? TOKEN_TTL.accessToken,
+      AuthorizationCode: TOKEN_TTL.authorizationCode,
+      IdToken: TOKEN_TTL.idToken,
+      Interaction: TOKEN_TTL.interaction,
+      RefreshToken: TOKEN_TTL.refreshToken,
+      Session: TOKEN_TTL.session,
+      Grant: TOKEN_TTL.grant,
+    },
+    renderError: async (ctx, out) => {
+      ctx.type = 'html'
+      ctx.body = renderProviderError(
+        deps.pageSettings,
+        ctx.get('accept-language'),
+        out as { error: string; error_description?: string },
+      )
+    },
+    // Cross-origin calls to the token endpoint: tenants' CORS allow-lists come with applications.
+    clientBasedCORS: () => false,
+  }
+  const provider = new Provider(issuer, configuration)
+  provider.proxy = false
+  return provider
+}

@@ -1,0 +1,58 @@
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { MasterKeyring } from '../../keyring/master-key.ts'
+
+export const CSRF_COOKIE = 'kms_csrf'
+export const CSRF_FIELD = 'csrf'
+
+/**
+ * Double-submit CSRF protection for the pages' forms: a random value in an HttpOnly, SameSite=Strict
+ * cookie, and in each form a MAC of that value and the form's purpose (so a token for one form is
+ * not one for another). A cross-site page can neither read the cookie nor compute the MAC. The MAC
+ * key is derived from the master keyring, so every process accepts every other's forms.
+ */
+export interface Csrf {
+  /** The cookie value to keep (the request's, or a new one) and the token for the form. */
+  issue(
+    cookieValue: string | undefined,
+    purpose: string,
+  ): { cookieValue: string; token: string; fresh: boolean }
+  check(cookieValue: string | undefined, purpose: string, token: unknown): boolean
+}
+
+const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
+
+export function createCsrf(masterKeys: MasterKeyring): Csrf {
+  const key = Buffer.from(
+    hkdfSync('sha256', masterKeys.primary.key.export(), Buffer.alloc(0), 'kms page csrf v1', 32),
+  )
+  const mac = (value: string, purpose: string) =>
+    createHmac('sha256', key).update(`${purpose}\u0000${value}`).digest()
+  return {
+    issue(cookieValue, purpose) {
+      const fresh = !cookieValue || !COOKIE_VALUE.test(cookieValue)
+      const value = fresh ? randomBytes(32).toString('base64url') : cookieValue
+      return { cookieValue: value, token: mac(value, purpose).toString('base64url'), fresh }
+    },
+    check(cookieValue, purpose, token) {
+      if (!cookieValue || !COOKIE_VALUE.test(cookieValue) || typeof token !== 'string' || token.length !== 43)
+        return false
+      const given = Buffer.from(token, 'base64url')
+      const expected = mac(cookieValue, purpose)
+      return given.length === expected.length && timingSafeEqual(given, expected)
+    },
+  }
+}
+
+/** One cookie's value from the request (the pages need two cookies; no cookie plugin for that). */
+export function cookieOf(
+  request: { headers: { cookie?: string | undefined } },
+  name: string,
+): string | undefined {
+  const header = request.headers.cookie
+  if (!header || header.length > 8192) return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}

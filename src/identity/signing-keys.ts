@@ -1,0 +1,139 @@
+import {
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type JsonWebKey,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto'
+import { open, seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type Clock, DAY_MS } from '../platform/clock.ts'
+import type { Sql } from '../platform/database.ts'
+import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import { insertSigningKeyVersion, listSigningKeys, type SigningKeyRow } from './oidc-store.ts'
+
+export const SIGNING_ALG = 'ES256'
+export const SIGNING_KEYS_TOPIC = 'oidc-signing-keys'
+/**
+ * A retired version stays published this long: longer than any token it signed can live (ID and
+ * access tokens live at most an hour), so a relying party holding one can still verify it.
+ */
+export const RETIRED_KEY_PUBLISHED_MS = DAY_MS
+
+export interface PublishedKey {
+  kid: string
+  version: number
+  publicKey: KeyObject
+  publicJwk: JsonWebKey
+}
+
+export interface SigningKeySet {
+  /** The private JWKs oidc-provider signs with, the current version first (it signs with the first). */
+  privateJwks: JsonWebKey[]
+  /** Every version a token may still carry: the current one and those retired within the window. */
+  published: PublishedKey[]
+  currentKid: string
+}
+
+/**
+ * The ES256 key that signs ID and access tokens, held like every key of the service: versions in
+ * PostgreSQL, the private part sealed under the master keyring, rotated on a schedule (job
+ * process) or on demand (CLI), the change told to every process over the invalidation bus.
+ */
+export interface SigningKeys {
+  /** The current set (read once, then after each rotation); creates version 1 on an empty table. */
+  current(): Promise<SigningKeySet>
+  /** A new version now, or only when the current one is older than `olderThanDays`. */
+  rotate(options?: { olderThanDays?: number }): Promise<number | undefined>
+  /** Called when the set changed (here or in another process). */
+  onChange(listener: () => void): void
+}
+
+export function createSigningKeys(deps: {
+  sql: Sql
+  masterKeys: MasterKeyring
+  bus: InvalidationBus
+  clock: Clock
+}): SigningKeys {
+  const { sql, masterKeys, bus, clock } = deps
+  let cached: Promise<SigningKeySet> | undefined
+  const listeners = new Set<() => void>()
+  const aad = (kid: string) => `kms oidc signing key v1 kid:${kid}`
+
+  const changed = () => {
+    cached = undefined
+    for (const listener of listeners) listener()
+  }
+  bus.subscribe(SIGNING_KEYS_TOPIC, changed)
+  bus.onResync(changed)
+
+  async function addVersion(onlyIfOlderThan?: Date): Promise<number | undefined> {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    const kid = randomBytes(12).toString('base64url')
+    const privateJwk = { ...privateKey.export({ format: 'jwk' }), kid, alg: SIGNING_ALG, use: 'sig' }
+    const publicJwk = { ...publicKey.export({ format: 'jwk' }), kid, alg: SIGNING_ALG, use: 'sig' }
+    const primary = masterKeys.primary
+    const sealed = seal(primary.key, Buffer.from(JSON.stringify(privateJwk)), aad(kid))
+    return sql.begin((tx) =>
+      insertSigningKeyVersion(
+        tx,
+        { kid, alg: SIGNING_ALG, publicJwk, privateSealed: sealed, masterKeyId: primary.id },
+        onlyIfOlderThan,
+      ),
+    )
+  }
+
+  function toSet(rows: SigningKeyRow[]): SigningKeySet {
+    const cutoff = clock.now().getTime() - RETIRED_KEY_PUBLISHED_MS
+    const live = rows.filter((row) => row.retired_at === null || row.retired_at.getTime() > cutoff)
+    const privateJwks = live.map((row) => {
+      const masterKey = masterKeys.find(row.master_key_id)
+      if (!masterKey)
+        throw new Error(`signing key ${row.kid} is sealed by an unknown master key ${row.master_key_id}`)
+      const jwk = JSON.parse(
+        open(masterKey.key, row.private_sealed, aad(row.kid)).toString('utf8'),
+      ) as JsonWebKey
+      createPrivateKey({ key: jwk, format: 'jwk' })
+      return jwk
+    })
+    const published = live.map((row) => ({
+      kid: row.kid,
+      version: row.version,
+      publicJwk: row.public_jwk as JsonWebKey,
+      publicKey: createPublicKey({ key: row.public_jwk as JsonWebKey, format: 'jwk' }),
+    }))
+    return { privateJwks, published, currentKid: live[0]!.kid }
+  }
+
+  async function load(): Promise<SigningKeySet> {
+    let rows = await listSigningKeys(sql)
+    if (!rows.some((row) => row.retired_at === null)) {
+      await addVersion(new Date(0))
+      rows = await listSigningKeys(sql)
+    }
+    return toSet(rows)
+  }
+
+  return {
+    current() {
+      cached ??= load().catch((err: unknown) => {
+        cached = undefined
+        throw err
+      })
+      return cached
+    },
+    async rotate(options = {}) {
+      const olderThan =
+        options.olderThanDays === undefined
+          ? undefined
+          : new Date(clock.now().getTime() - options.olderThanDays * DAY_MS)
+      const version = await addVersion(olderThan)
+      if (version !== undefined) await bus.publish(SIGNING_KEYS_TOPIC, String(version))
+      return version
+    },
+    onChange(listener) {
+      listeners.add(listener)
+    },
+  }
+}
