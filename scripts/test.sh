@@ -8,6 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh || exit 1
+# Debian's Chromium for the sign-in page tests (playwright-core); installed when missing.
+bash scripts/ensure-chromium.sh || exit 1
 status=0
 node --test --test-concurrency=2 --test-timeout=120000 'test/*.test.ts' || status=1
 node --test --test-concurrency=1 --test-timeout=120000 'test/alone/*.test.ts' || status=1

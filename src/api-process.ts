@@ -38,6 +38,8 @@ export async function startApiProcess(
     scrape: options.scrape ?? (() => services.metrics.registry.metrics()),
   })
   const url = await app.listen({ host: config.host, port: config.port })
+  // The issuer is the URL the service listens on unless ID_URL names the public one.
+  services.identity.oidc.setIssuer(url)
   const jobs: JobRunner | undefined = options.jobs ? await startJobs(services) : undefined
   let stopping: Promise<void> | undefined
   return {

@@ -14,6 +14,7 @@ import { installErrorHandlers } from './platform/error-handler.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
 import { secretRoutes } from './secrets/secret-routes.ts'
+import { teamRoutes } from './team/team-routes.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
 import { webhookRoutes } from './webhooks/webhook-routes.ts'
 
@@ -44,6 +45,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(dataKeyRoutes(deps.crypto))
     await api.register(secretRoutes(deps.secrets))
     await api.register(folderRoutes(deps.folders))
+    await api.register(teamRoutes(deps.team))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

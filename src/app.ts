@@ -43,6 +43,7 @@ export type AppDeps = Pick<
   | 'secrets'
   | 'metrics'
   | 'accounts'
+  | 'team'
 > & {
   version: string
   bodyLimitBytes: number

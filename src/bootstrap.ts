@@ -1,13 +1,18 @@
+import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditLog } from './audit/audit-log.ts'
 import { createApiKeyService } from './auth/api-key-service.ts'
 import type { Authenticator } from './auth/authenticator.ts'
 import { ConfigError } from './config.ts'
+import { createAccountService } from './identity/account-service.ts'
 import type { MasterKeyring } from './keyring/master-key.ts'
+import { systemClock } from './platform/clock.ts'
 import type { Sql } from './platform/database.ts'
+import type { InvalidationBus } from './platform/invalidation-bus.ts'
 import { migrate } from './platform/migrations.ts'
+import { createTeamService } from './team/team-service.ts'
 import { createTenantService } from './tenants/tenant-service.ts'
 import { countTenants } from './tenants/tenant-store.ts'
 
@@ -15,12 +20,27 @@ const BOOTSTRAP_LOCK_ID = 7_301_952_211
 
 /** Nothing to invalidate when the first key is created: no process has cached anything yet. */
 const noCache: Authenticator = { authenticate: async () => undefined, invalidate: async () => {} }
+const noBus: InvalidationBus = {
+  publish: async () => {},
+  subscribe: () => {},
+  onResync: () => {},
+  close: async () => {},
+}
+
+/** The first owner's address when KMS_BOOTSTRAP_OWNER_EMAIL does not name one. */
+export const DEFAULT_OWNER_EMAIL = 'owner@example.com'
 
 export interface BootstrapOptions {
   /** Create the tenant `default` when the database has none. */
   bootstrap: boolean
   /** Where its full-scope key is written, mode 0600. Absent: the key goes to `print` alone. */
   keyFile?: string
+  /**
+   * The owner account made with it (so a person can sign in): its address, and where its
+   * generated password is written (mode 0600, beside the key file unless told).
+   */
+  ownerEmail?: string
+  ownerFile?: string
   /**
    * The operator's terminal, or nothing: the caller passes a writer only when stdout is a TTY.
    * Never the log stream, which is collected, shipped and kept where a key must not be.
@@ -51,22 +71,55 @@ export async function prepareDatabase(
   const audit = createAuditLog({ sql: deps.sql, logger: deps.logger, timeoutMs: 10_000 })
   const apiKeys = createApiKeyService({ sql: deps.sql, audit, authenticator: noCache })
   // The lock makes "empty?" and "create" one step when several instances start at once.
+  const tenants = createTenantService({ sql: deps.sql, masterKeys: deps.masterKeys, apiKeys, audit })
+  const accounts = createAccountService({ sql: deps.sql, masterKeys: deps.masterKeys, clock: systemClock })
+  const team = createTeamService({
+    sql: deps.sql,
+    audit,
+    accounts,
+    tenants,
+    masterKeys: deps.masterKeys,
+    bus: noBus,
+    clock: systemClock,
+    linkBase: () => '',
+    cacheTtlMs: 0,
+  })
+  const ownerEmail = options.ownerEmail ?? DEFAULT_OWNER_EMAIL
+  const ownerPassword = randomBytes(15).toString('base64url')
+  const ownerFile =
+    options.ownerFile ?? (options.keyFile ? join(dirname(options.keyFile), 'bootstrap-owner') : undefined)
   const created = await deps.sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_ID})`
     if ((await countTenants(tx)) > 0) return undefined
-    const made = await createTenantService({
-      sql: deps.sql,
-      masterKeys: deps.masterKeys,
-      apiKeys,
-      audit,
-    }).create({ name: 'default', actor: 'system' }, tx)
-    // Before the commit: a key that cannot be handed over must not exist.
+    const made = await tenants.create({ name: 'default', actor: 'system' }, tx)
+    // The owner account, unless the address already has one (a database reset without accounts'
+    // removal); either way it becomes the tenant's owner.
+    const existing = await accounts.findTeamAccount(ownerEmail)
+    const owner =
+      existing ??
+      (await accounts.createTeamAccount(
+        { email: ownerEmail, password: ownerPassword, displayName: 'Owner' },
+        tx,
+      ))
+    await team.addMember(
+      { tenantId: made.tenant.id, actor: 'system', requestId: null, clientIp: null },
+      { accountId: owner.id, role: 'tenant:owner' },
+      tx,
+    )
+    // Before the commit: credentials that cannot be handed over must not exist.
     if (options.keyFile) writeKeyFile(options.keyFile, made.apiKey.key)
-    return made
+    if (ownerFile && !existing) writeKeyFile(ownerFile, `${ownerEmail}\n${ownerPassword}`)
+    return { ...made, ownerId: owner.id, ownerCreated: !existing }
   })
   if (!created) return
   deps.logger.warn(
-    { tenantId: created.tenant.id, apiKeyId: created.apiKey.id, keyFile: options.keyFile ?? null },
+    {
+      tenantId: created.tenant.id,
+      apiKeyId: created.apiKey.id,
+      keyFile: options.keyFile ?? null,
+      ownerAccountId: created.ownerId,
+      ownerFile: ownerFile ?? null,
+    },
     options.keyFile
       ? `Empty database: created the tenant "default". Its full-scope API key is in ${options.keyFile} ` +
           '(mode 0600, shown nowhere else): read it, keep it safe, then delete the file'
@@ -84,6 +137,15 @@ export async function prepareDatabase(
       '',
       ' Use it as the X-Api-Key header. Create narrower keys with POST /api/v1/api-keys',
       ' or `npm run kms -- create-api-key`.',
+      '',
+      ...(created.ownerCreated
+        ? [
+            ' Its owner, who signs in through the OpenID provider (docs/identity.md):',
+            `   e-mail:   ${ownerEmail}`,
+            `   password: ${ownerPassword}`,
+            ' Change it with `npm run kms -- reset-member-password`.',
+          ]
+        : [` Its owner is the existing account ${ownerEmail}.`]),
       rule,
       '',
     ].join('\n'),
@@ -92,6 +154,7 @@ export async function prepareDatabase(
 
 /** Owner-only from the first byte: written to a fresh temporary file with mode 0600, then renamed. */
 function writeKeyFile(path: string, key: string): void {
+  // (Also the owner's credentials file: the same rules.)
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
     const tmp = `${path}.${process.pid}.tmp`

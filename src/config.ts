@@ -33,6 +33,8 @@ export interface Config {
   bootstrap: boolean
   /** Where that tenant's first API key is written (mode 0600): never into the log. */
   bootstrapKeyFile: string
+  /** KMS_BOOTSTRAP_OWNER_EMAIL: the address of the owner account the bootstrap makes (password beside the key file). */
+  bootstrapOwnerEmail: string
   shutdownGraceMs: number
   /** The quantum entropy chain (docs/entropy.md); no source configured means the CSPRNG alone. */
   entropy: EntropyConfig
@@ -48,6 +50,19 @@ export interface Config {
   outboundAllow: string[]
   cryptoPool: CryptoPoolConfig
   identity: IdentityConfig
+  mail: MailSettings
+}
+
+/** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
+export interface MailSettings {
+  /** KMS_SMTP_URL: smtp:// or smtps:// with optional credentials; absent, sends fail as smtp_not_configured. */
+  smtpUrl: string | undefined
+  /** KMS_MAIL_FROM: the From header. */
+  from: string
+  /** KMS_SMTP_TIMEOUT_MS: connection, greeting and inactivity bound of one attempt. */
+  timeoutMs: number
+  /** KMS_SMTP_ATTEMPTS: attempts per send before it is marked failed (exponential back-off from 2 s). */
+  attempts: number
 }
 
 /** The OpenID provider and its pages (docs/identity.md). */
@@ -236,6 +251,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrapKeyFile: resolve(
       env['KMS_BOOTSTRAP_KEY_FILE'] || join(env['KMS_DATA_DIR'] || 'data', 'bootstrap-api-key'),
     ),
+    bootstrapOwnerEmail: env['KMS_BOOTSTRAP_OWNER_EMAIL'] || 'owner@example.com',
     shutdownGraceMs: integer(env, 'KMS_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     entropy: entropyConfig(env),
     role: role(env),
@@ -248,6 +264,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     jobs: jobsConfig(env),
     identity: identityConfig(env),
+    mail: mailConfig(env),
+  }
+}
+
+function mailConfig(env: NodeJS.ProcessEnv): MailSettings {
+  const smtpUrl = env['KMS_SMTP_URL'] || undefined
+  if (smtpUrl !== undefined) {
+    let protocol = ''
+    try {
+      protocol = new URL(smtpUrl).protocol
+    } catch {
+      // reported below
+    }
+    if (protocol !== 'smtp:' && protocol !== 'smtps:') {
+      throw new ConfigError('KMS_SMTP_URL must be an smtp:// or smtps:// URL')
+    }
+  }
+  return {
+    smtpUrl,
+    from: env['KMS_MAIL_FROM'] || 'KMS <no-reply@localhost>',
+    timeoutMs: integer(env, 'KMS_SMTP_TIMEOUT_MS', 30_000, 100, 120_000),
+    attempts: integer(env, 'KMS_SMTP_ATTEMPTS', 3, 1, 10),
   }
 }
 

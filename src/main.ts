@@ -114,6 +114,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
       {
         bootstrap: config.bootstrap,
         keyFile: config.bootstrapKeyFile,
+        ownerEmail: config.bootstrapOwnerEmail,
         // The key itself reaches a terminal only: piped or collected stdout is a log stream.
         print: (text) => {
           if (process.stdout.isTTY) process.stdout.write(text)

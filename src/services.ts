@@ -4,6 +4,7 @@ import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
+import { type BearerAuthenticator, createBearerAuthenticator } from './auth/bearer-authenticator.ts'
 import type { Config } from './config.ts'
 import { type BatchService, createBatchService } from './crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from './crypto/crypto-service.ts'
@@ -14,12 +15,15 @@ import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
 import { type AccountService, createAccountService } from './identity/account-service.ts'
+import { createIdentity, type Identity } from './identity/identity-service.ts'
+import { jobNamespace } from './jobs/job-namespace.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
 import { createKeyCache } from './keys/key-cache.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
+import { createMailQueue, type MailQueue } from './mail/mail-queue.ts'
+import { createMailer } from './mail/mailer.ts'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.ts'
-
 import { createAllowList } from './outbound/allow-list.ts'
 import type { Resolver } from './outbound/destination.ts'
 import { createOutboundClient, type OutboundClient } from './outbound/outbound-client.ts'
@@ -31,6 +35,7 @@ import { createRotationService, type RotationService } from './rotation/rotation
 import { createFolderService, type FolderService } from './secrets/folder-service.ts'
 import { createSecretSealing } from './secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from './secrets/secret-service.ts'
+import { createTeamService, type TeamService } from './team/team-service.ts'
 import { createTenantService, type TenantService } from './tenants/tenant-service.ts'
 import { VERSION } from './version.ts'
 import { createWebhookService, type WebhookService } from './webhooks/webhook-service.ts'
@@ -50,6 +55,14 @@ export interface Services {
   tenants: TenantService
   /** Accounts of people who sign in (team members; end-users later). */
   accounts: AccountService
+  /** The OpenID provider, its pages' parts and the access-token verifier. */
+  identity: Identity
+  /** `Authorization: Bearer` access tokens of team members. */
+  bearer: BearerAuthenticator
+  /** Members, roles (the Bearer path's roleOf), invitations. */
+  team: TeamService
+  /** Outbound e-mail jobs (BullMQ), opened on first use. */
+  mailQueue: MailQueue
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -116,6 +129,40 @@ export async function createServices(
     cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
   })
   const accounts = createAccountService({ sql, masterKeys, clock })
+  const mailQueue = createMailQueue({
+    redisUrl: config.redisUrl,
+    prefix: async () => `${config.redisPrefix}jobs:${await jobNamespace(sql)}`,
+    attempts: config.mail.attempts,
+    logger,
+  })
+  // The identity module and the team need each other's answers (roles; the issuer for links).
+  let identity: Identity | undefined
+  const team = createTeamService({
+    sql,
+    audit,
+    accounts,
+    tenants,
+    masterKeys,
+    bus,
+    clock,
+    mailQueue,
+    mailer: createMailer(config.mail),
+    linkBase: () => identity!.oidc.issuer(),
+    cacheTtlMs: config.apiKeyCacheTtlMs,
+  })
+  const memberships = team
+  identity = createIdentity({
+    sql,
+    bus,
+    masterKeys,
+    clock,
+    config: config.identity,
+    accounts,
+    memberships,
+    tenants,
+    grantCacheTtlMs: config.apiKeyCacheTtlMs,
+  })
+  const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
   const cryptoPool = createCryptoPool({
     maxThreads: config.cryptoPool.threads,
     taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
@@ -179,6 +226,10 @@ export async function createServices(
     apiKeys,
     tenants,
     accounts,
+    identity,
+    bearer,
+    team,
+    mailQueue,
     clock,
     cryptoPool,
     keys,
@@ -195,6 +246,7 @@ export async function createServices(
     outbound,
     async close() {
       random.close()
+      await mailQueue.close()
       await audit.flush()
       await cryptoPool.destroy()
       await bus.close()

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
@@ -28,6 +29,22 @@ export function identitySurface(deps: IdentitySurfaceDeps) {
   }
 }
 
+const PUBLIC_METADATA = new Set(['/.well-known/openid-configuration', OIDC_ROUTES.jwks])
+
+/**
+ * Spec 4.4: discovery and the JWKS answer `Access-Control-Allow-Origin: *` (public documents, no
+ * credentials); the provider would echo the caller's origin, so its header is replaced.
+ */
+function anyOrigin(res: ServerResponse): void {
+  const setHeader = res.setHeader.bind(res)
+  res.setHeader = ((name: string, value: number | string | readonly string[]) => {
+    const lower = name.toLowerCase()
+    if (lower === 'access-control-allow-credentials') return res
+    return setHeader(name, lower === 'access-control-allow-origin' ? '*' : value)
+  }) as typeof res.setHeader
+  setHeader('access-control-allow-origin', '*')
+}
+
 function providerSurface(oidc: OidcRuntime, pageSettings: PageSettings, logger: Logger) {
   return async (app: FastifyInstance) => {
     // The provider reads its own bodies from the raw request.
@@ -43,6 +60,7 @@ function providerSurface(oidc: OidcRuntime, pageSettings: PageSettings, logger: 
       res.setHeader('x-frame-options', 'DENY')
       res.setHeader('x-content-type-options', 'nosniff')
       res.setHeader('x-request-id', request.id)
+      if (PUBLIC_METADATA.has(request.routeOptions.url ?? '')) anyOrigin(res)
       try {
         await oidc.handle(request.raw, res)
       } catch (err) {

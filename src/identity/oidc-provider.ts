@@ -135,6 +135,7 @@ async function build(
         client_name: 'Console',
         application_type: 'web',
         token_endpoint_auth_method: 'none',
+        id_token_signed_response_alg: 'ES256',
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         redirect_uris: redirectUris,

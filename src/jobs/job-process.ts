@@ -19,6 +19,8 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     keys: services.keys,
     secrets: services.secrets,
     webhooks: services.webhooks,
+    team: services.team,
+    identity: services.identity,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

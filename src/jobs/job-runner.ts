@@ -2,9 +2,12 @@ import { type Job, Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { JobsConfig } from '../config.ts'
+import type { Identity } from '../identity/identity-service.ts'
 import type { KeyService } from '../keys/key-service.ts'
+import { INVITATION_EMAIL_JOB, type InvitationEmailJob, MAIL_QUEUE } from '../mail/mail-queue.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
+import type { TeamService } from '../team/team-service.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 import { createFairScheduler } from './fair-scheduler.ts'
 
@@ -40,6 +43,10 @@ export interface JobDeps {
   keys: Pick<KeyService, 'expireDue' | 'destroyDue'>
   secrets: Pick<SecretService, 'purgeDue'>
   webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
+  /** Invitation e-mails: one send per job, and the sends whose job was lost. */
+  team: Pick<TeamService, 'deliverInvitation' | 'overdueInvitations'>
+  /** The provider's expired rows, sign-in throttle windows, the token signing key's rotation. */
+  identity: Pick<Identity, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -53,7 +60,7 @@ export interface JobDeps {
 
 const MAINTENANCE = 'maintenance'
 const WEBHOOKS = 'webhooks'
-const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep'] as const
+const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep', 'identity-sweep'] as const
 /**
  * Attempts a job process holds in memory at most; beyond it, jobs stay in Redis until room
  * frees. Large enough that a flood of one tenant is taken in and the next tenant's job behind it
@@ -70,6 +77,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
   const maintenance = new Queue(MAINTENANCE, options)
   const deliveries = new Queue(WEBHOOKS, options)
+  const mail = new Queue(MAIL_QUEUE, options)
+  mail.on('error', () => {})
   // The queues report the shared connection's errors, which the connection already logs.
   maintenance.on('error', () => {})
   deliveries.on('error', () => {})
@@ -121,6 +130,23 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         }
         return { expired, destroyed, purgedSecrets }
       }
+      if (job.name === 'identity-sweep') {
+        const swept = await deps.identity.sweep()
+        // A queued invitation e-mail whose job was lost (Redis restarted empty) is sent again.
+        const lost = await deps.team.overdueInvitations(Math.max(60_000, 3 * config.sweepMs))
+        for (const send of lost) {
+          await mail.add(INVITATION_EMAIL_JOB, send, {
+            jobId: `${send.invitationId}.${send.sendCount}`,
+            attempts: 1,
+            removeOnComplete: true,
+            removeOnFail: 1000,
+          })
+        }
+        if (swept.expiredModels > 0 || swept.rotatedToVersion !== null || lost.length > 0) {
+          logger.info({ ...swept, resentInvitations: lost.length }, 'identity sweep')
+        }
+        return { ...swept, resentInvitations: lost.length }
+      }
       if (job.name === 'webhook-sweep') {
         // A delivery job normally runs within moments of its due time; one overdue by several
         // sweeps was lost (Redis restarted empty) and is sent again.
@@ -161,11 +187,22 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     // Hand-overs are quick; the attempts' own limit is the scheduler's.
     { ...options, concurrency: HANDOVER_CONCURRENCY },
   )
+  // One invitation e-mail per job; BullMQ retries a failed send (the job's `attempts`), and the
+  // last failure is recorded on the invitation and in the audit log.
+  const mailWorker = new Worker(
+    MAIL_QUEUE,
+    async (job: Job<InvitationEmailJob>) => {
+      if (job.name !== INVITATION_EMAIL_JOB) return null
+      const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+      return deps.team.deliverInvitation(job.data, final)
+    },
+    { ...options, concurrency: 4 },
+  )
   const runTime = (job: Job | undefined) =>
     job?.processedOn !== undefined && job.finishedOn !== undefined
       ? (job.finishedOn - job.processedOn) / 1000
       : undefined
-  for (const worker of [maintenanceWorker, deliveryWorker]) {
+  for (const worker of [maintenanceWorker, deliveryWorker, mailWorker]) {
     worker.on('completed', (job) => deps.onJobDone?.(worker.name, job.name, 'completed', runTime(job)))
     worker.on('failed', (job, err) => {
       logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed')
@@ -195,7 +232,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       // Waiting for running jobs needs Redis: without it (or past the deadline) BullMQ's close
       // never settles, so the workers are closed at once; a job cut short is retried, and every
       // job is safe to run again (see above).
-      const workers = [maintenanceWorker, deliveryWorker]
+      const workers = [maintenanceWorker, deliveryWorker, mailWorker]
       const graceful =
         connection.status === 'ready'
           ? Promise.all(workers.map((worker) => worker.close())).then(() => true)
@@ -216,7 +253,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')
         await Promise.all(workers.map((worker) => worker.close(true)))
       }
-      await Promise.all([maintenance.close(), deliveries.close()])
+      await Promise.all([maintenance.close(), deliveries.close(), mail.close()])
       connection.disconnect()
     },
   }

@@ -1,0 +1,66 @@
+import { Queue } from 'bullmq'
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+
+export const MAIL_QUEUE = 'mail'
+export const INVITATION_EMAIL_JOB = 'invitation-email'
+
+export interface InvitationEmailJob {
+  invitationId: string
+  sendCount: number
+}
+
+/** Hands outbound e-mail to the job process (BullMQ), so no request waits for SMTP. */
+export interface MailQueue {
+  enqueueInvitation(job: InvitationEmailJob): Promise<void>
+  close(): Promise<void>
+}
+
+/**
+ * The queue is opened on first use: most API processes of a quiet deployment never send mail.
+ * The invitation row is the outbox: a job lost before or after it reached Redis is found by the
+ * job process's sweep (queued too long) and sent again; a send is identified by
+ * (invitation, send count), so it runs once.
+ */
+export function createMailQueue(deps: {
+  redisUrl: string
+  /** `<KMS_REDIS_PREFIX>jobs:<namespace>`, as the job runner's. */
+  prefix: () => Promise<string>
+  attempts: number
+  logger: Logger
+}): MailQueue {
+  let queue: Promise<{ queue: Queue; connection: Redis }> | undefined
+  const open = () => {
+    queue ??= deps.prefix().then((prefix) => {
+      const connection = new Redis(deps.redisUrl, {
+        maxRetriesPerRequest: 1,
+        connectionName: 'kms-mail-queue',
+      })
+      connection.on('error', (err) =>
+        deps.logger.warn({ err: { message: err.message } }, 'mail queue: Redis error'),
+      )
+      const q = new Queue(MAIL_QUEUE, { connection, prefix })
+      q.on('error', () => {})
+      return { queue: q, connection }
+    })
+    return queue
+  }
+  return {
+    async enqueueInvitation(job) {
+      const { queue: q } = await open()
+      await q.add(INVITATION_EMAIL_JOB, job, {
+        jobId: `${job.invitationId}.${job.sendCount}`,
+        attempts: deps.attempts,
+        backoff: { type: 'exponential', delay: 2000 },
+        removeOnComplete: true,
+        removeOnFail: 1000,
+      })
+    },
+    async close() {
+      if (!queue) return
+      const { queue: q, connection } = await queue
+      await q.close()
+      connection.disconnect()
+    },
+  }
+}

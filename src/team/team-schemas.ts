@@ -1,0 +1,67 @@
+import { Type } from 'typebox'
+import { TENANT_ROLES } from '../auth/roles.ts'
+import { nameSchema, Timestamp, Uuid } from '../platform/http-schemas.ts'
+
+const Role = Type.Enum(TENANT_ROLES, { description: 'A role in the tenant (docs/team.md)' })
+const Email = Type.String({ minLength: 3, maxLength: 254, description: 'An e-mail address' })
+
+export const MemberSchema = Type.Object(
+  {
+    accountId: Uuid('The member’s account'),
+    email: Type.String(),
+    displayName: Type.Union([Type.String(), Type.Null()]),
+    role: Role,
+    createdAt: Timestamp('When the person became a member'),
+  },
+  { additionalProperties: false },
+)
+nameSchema(MemberSchema, 'TeamMember')
+
+export const MemberListSchema = Type.Object(
+  { data: Type.Array(MemberSchema), total: Type.Integer() },
+  { additionalProperties: false },
+)
+nameSchema(MemberListSchema, 'TeamMemberList')
+
+export const MemberParams = Type.Object(
+  { accountId: Uuid('The member’s account') },
+  { additionalProperties: false },
+)
+
+export const ChangeRoleBody = Type.Object(
+  { role: Role },
+  { additionalProperties: false, examples: [{ role: 'tenant:developer' }] },
+)
+nameSchema(ChangeRoleBody, 'ChangeMemberRole')
+
+export const CreateInvitationBody = Type.Object(
+  { email: Email, role: Role },
+  { additionalProperties: false, examples: [{ email: 'grace@example.com', role: 'tenant:developer' }] },
+)
+nameSchema(CreateInvitationBody, 'CreateInvitation')
+
+export const InvitationSchema = Type.Object(
+  {
+    invitationId: Uuid('The invitation'),
+    email: Type.String(),
+    role: Role,
+    expiresAt: Timestamp('When the link stops working'),
+    emailDispatchStatus: Type.Enum(['queued', 'sent', 'failed'], {
+      description: 'queued until the job process has sent the e-mail; sent or failed after',
+    }),
+    emailDispatchError: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'Why the last send failed: smtp_not_configured, smtp_refused, smtp_timeout, smtp_unreachable, smtp_auth_failed, smtp_failed',
+    }),
+    status: Type.Enum(['pending', 'accepted', 'revoked', 'expired']),
+    createdAt: Timestamp('When the invitation was made'),
+  },
+  { additionalProperties: false },
+)
+nameSchema(InvitationSchema, 'Invitation')
+
+export const InvitationListSchema = Type.Object(
+  { data: Type.Array(InvitationSchema), total: Type.Integer() },
+  { additionalProperties: false },
+)
+nameSchema(InvitationListSchema, 'InvitationList')
