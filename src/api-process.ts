@@ -6,6 +6,7 @@ import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import { startJobs } from './jobs/job-process.ts'
 import type { JobRunner } from './jobs/job-runner.ts'
 import { createServices, type ServiceOptions, type Services } from './services.ts'
+import { invitationPages } from './team/invitation-pages.ts'
 import { VERSION } from './version.ts'
 
 export interface ApiProcess {
@@ -36,6 +37,14 @@ export async function startApiProcess(
     accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),
     scrape: options.scrape ?? (() => services.metrics.registry.metrics()),
+    identityPages: [
+      invitationPages({
+        team: services.team,
+        accounts: services.accounts,
+        csrf: services.identity.csrf,
+        pageSettings: services.identity.pageSettings,
+      }),
+    ],
   })
   const url = await app.listen({ host: config.host, port: config.port })
   // The issuer is the URL the service listens on unless ID_URL names the public one.

@@ -55,7 +55,8 @@ function reasonOf(err: unknown): MailFailure {
  */
 export function createMailer(config: MailConfig): Mailer {
   const transport = config.smtpUrl
-    ? nodemailer.createTransport(config.smtpUrl, {
+    ? nodemailer.createTransport({
+        url: config.smtpUrl,
         connectionTimeout: config.timeoutMs,
         greetingTimeout: config.timeoutMs,
         socketTimeout: config.timeoutMs,

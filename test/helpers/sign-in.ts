@@ -169,3 +169,54 @@ export async function signIn(
   )
   return { tokens, jar }
 }
+
+/** What a test needs of the service to make members (structurally: TestService and SpawnedService fit). */
+export interface MemberFactoryTarget {
+  baseUrl: string
+  api: {
+    services: {
+      accounts: import('../../src/identity/account-service.ts').AccountService
+      team: import('../../src/team/team-service.ts').TeamService
+    }
+  }
+}
+
+export interface MemberSession {
+  accountId: string
+  email: string
+  password: string
+  accessToken: string
+  refreshToken: string
+  headers: { authorization: string }
+}
+
+let memberCounter = 0
+
+/**
+ * A team member of `tenantId` with `role`, signed in through the real pages for that tenant: the
+ * account and membership are made through the services, the token through the provider.
+ */
+export async function memberSession(
+  target: MemberFactoryTarget,
+  client: ConsoleClient,
+  tenantId: string,
+  role: import('../../src/auth/roles.ts').TenantRole,
+): Promise<MemberSession> {
+  const email = `member-${process.pid}-${++memberCounter}-${Date.now()}@example.com`
+  const password = `password-${memberCounter}-long-enough`
+  const account = await target.api.services.accounts.createTeamAccount({ email, password })
+  await target.api.services.team.addMember(
+    { tenantId, actor: 'test', requestId: null, clientIp: null },
+    { accountId: account.id, role },
+  )
+  const resource = `urn:kms:tenant:${tenantId}`
+  const { tokens } = await signIn(target.baseUrl, client, { email, password, resource, tokenResource: true })
+  return {
+    accountId: account.id,
+    email,
+    password,
+    accessToken: tokens.access_token,
+    refreshToken: tokens.refresh_token!,
+    headers: { authorization: `Bearer ${tokens.access_token}` },
+  }
+}
