@@ -88,13 +88,13 @@ export async function prepareDatabase(
   const ownerPassword = randomBytes(15).toString('base64url')
   const ownerFile =
     options.ownerFile ?? (options.keyFile ? join(dirname(options.keyFile), 'bootstrap-owner') : undefined)
+  // Read before the transaction: the embedded database has a single connection.
+  const existing = await accounts.findTeamAccount(ownerEmail)
   const created = await deps.sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_ID})`
     if ((await countTenants(tx)) > 0) return undefined
     const made = await tenants.create({ name: 'default', actor: 'system' }, tx)
-    // The owner account, unless the address already has one (a database reset without accounts'
-    // removal); either way it becomes the tenant's owner.
-    const existing = await accounts.findTeamAccount(ownerEmail)
+    // The owner account, unless the address already has one; either way it becomes the owner.
     const owner =
       existing ??
       (await accounts.createTeamAccount(

@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
 import type { Logger } from 'pino'
+import { isTenantRole, TENANT_ROLES } from '../auth/roles.ts'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.ts'
 import { type Config, ConfigError, loadConfig } from '../config.ts'
 import {
@@ -38,8 +40,16 @@ Commands:
   generate-master-key                            Print a new random master key (base64)
   rotate-master-key                              Re-wrap every tenant KEK under a new master key (see docs/operations.md)
   migrate                                        Apply pending database migrations
+  create-member --tenant ID --email EMAIL --role ROLE
+                                                 Make a person a team member (creating their account with a
+                                                 generated password, printed once, if they have none)
+  reset-member-password --email EMAIL [--reset-totp]
+                                                 Give a team account a new generated password (printed once);
+                                                 --reset-totp also removes its authenticator
+  rotate-id-signing-key                          New version of the key that signs ID and access tokens
 
-Scopes: ${SCOPES.join(', ')}`
+Scopes: ${SCOPES.join(', ')}
+Roles: ${TENANT_ROLES.join(', ')}`
 
 class UsageError extends Error {}
 
@@ -67,6 +77,9 @@ function parseScopes(raw: string | undefined): Scope[] | undefined {
   if (unknown.length > 0) throw new UsageError(`unknown scope(s): ${unknown.join(', ')}`)
   return scopes as Scope[]
 }
+
+/** A generated password, shown once to the operator (never taken from the command line, where `ps` shows it). */
+const newPassword = () => randomBytes(15).toString('base64url')
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`)
 const progress = (text: string) => process.stderr.write(`${text}\n`)
@@ -172,6 +185,9 @@ export async function runCli(argv: string[]): Promise<void> {
       id: { type: 'string' },
       'expires-at': { type: 'string' },
       'include-revoked': { type: 'boolean', default: false },
+      email: { type: 'string' },
+      role: { type: 'string' },
+      'reset-totp': { type: 'boolean', default: false },
     },
     strict: true,
   })
@@ -235,6 +251,44 @@ export async function runCli(argv: string[]): Promise<void> {
       return
     case 'rotate-master-key':
       await rotateMasterKey(config, logger)
+      return
+    case 'create-member': {
+      const tenantId = requiredId(values, 'tenant')
+      const email = required(values, 'email')
+      const role = required(values, 'role')
+      if (!isTenantRole(role)) throw new UsageError(`--role must be one of ${TENANT_ROLES.join(', ')}`)
+      await withServices(config, logger, async ({ accounts, team, tenants }) => {
+        if (!(await tenants.get(tenantId))) throw new Error(`no tenant ${tenantId}`)
+        const existing = await accounts.findTeamAccount(email)
+        const password = existing ? undefined : newPassword()
+        const account = existing ?? (await accounts.createTeamAccount({ email, password: password! }))
+        await team.addMember(cliActor(tenantId), { accountId: account.id, role })
+        print({
+          accountId: account.id,
+          email: account.email,
+          tenantId,
+          role,
+          ...(password ? { password } : {}),
+        })
+      })
+      return
+    }
+    case 'reset-member-password': {
+      const email = required(values, 'email')
+      await withServices(config, logger, async ({ accounts }) => {
+        const account = await accounts.findTeamAccount(email)
+        if (!account) throw new Error(`no team account for ${email}`)
+        const password = newPassword()
+        await accounts.setPassword(account.id, password)
+        if (values['reset-totp']) await accounts.resetTotp(account.id)
+        print({ accountId: account.id, email: account.email, password, totpReset: values['reset-totp'] })
+      })
+      return
+    }
+    case 'rotate-id-signing-key':
+      await withServices(config, logger, async ({ identity }) => {
+        print({ version: await identity.signingKeys.rotate() })
+      })
       return
     case 'migrate': {
       const db = await openDatabase(config)

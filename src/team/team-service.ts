@@ -81,7 +81,12 @@ export type DeliveryOutcome = 'sent' | 'failed' | 'skipped'
 export interface TeamService extends MembershipRoles {
   /** The memberships of a person (which tenants they may sign in for). */
   tenantsOf(accountId: string): Promise<Array<{ tenantId: string; role: TenantRole }>>
-  addMember(actor: Actor, input: { accountId: string; role: TenantRole }, tx?: Tx): Promise<MemberView>
+  /** Inside the caller's transaction when given (the bootstrap's): nothing else is read then. */
+  addMember(
+    actor: Actor,
+    input: { accountId: string; role: TenantRole },
+    tx?: Tx,
+  ): Promise<{ accountId: string; role: TenantRole }>
   listMembers(tenantId: string): Promise<{ data: MemberView[]; total: number }>
   changeRole(actor: Actor, caller: TeamCaller, accountId: string, role: TenantRole): Promise<MemberView>
   removeMember(actor: Actor, caller: TeamCaller, accountId: string): Promise<void>
@@ -250,7 +255,7 @@ export function createTeamService(deps: {
         ? await insertMember(tx, actor, input.accountId, input.role)
         : await sql.begin((t) => insertMember(t, actor, input.accountId, input.role))
       if (!tx) await changed(actor.tenantId, input.accountId)
-      return (await memberViews([row]))[0]!
+      return { accountId: row.account_id, role: row.role }
     },
     async listMembers(tenantId) {
       const data = await memberViews(await listMemberships(sql, tenantId))
