@@ -128,6 +128,12 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
         throw pageError(400, 'The form is malformed.')
       }
     })
+    // Every answer of this surface, redirects included, carries the pages' security headers.
+    const { 'content-type': _html, ...securityHeaders } = pageHeaders(deps.pageSettings)
+    app.addHook('onRequest', (_request, reply, done) => {
+      reply.headers(securityHeaders)
+      done()
+    })
     app.get('/assets/identity.css', async (_request, reply) =>
       reply
         .header('content-type', 'text/css; charset=utf-8')

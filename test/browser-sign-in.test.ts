@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import * as oidc from 'openid-client'
+import type { Browser, Page } from 'playwright-core'
+import { launchChromium, recordDocuments, screenshot } from './helpers/browser.ts'
+import { startTestService, type TestService, waitFor } from './helpers/service.ts'
+import { type ConsoleClient, consoleClient, memberSession } from './helpers/sign-in.ts'
+import { startSmtp, type TestSmtp, textOf } from './helpers/smtp.ts'
+
+/** Spec 4.4, written out here rather than taken from the code. */
+const CDN = 'cdn.example.test'
+const EXPECTED_CSP =
+  "default-src 'self'; style-src 'self' 'unsafe-inline' https://cdn.example.test; font-src 'self' https://cdn.example.test; " +
+  "img-src 'self' data: blob: https:; script-src 'self'; frame-ancestors 'none'; form-action 'self'"
+
+/** The test's own TOTP (RFC 6238, HMAC-SHA1, 30 s, 6 digits), from the Base32 secret the page shows. */
+function totpNow(base32: string, offsetSteps = 0): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
+  let bits = ''
+  for (const c of base32.replace(/=+$/, '')) bits += alphabet.indexOf(c).toString(2).padStart(5, '0')
+  const bytes = Buffer.from(bits.match(/.{8}/g)!.map((b) => Number.parseInt(b, 2)))
+  const counter = Buffer.alloc(8)
+  counter.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 30_000) + offsetSteps))
+  const mac = createHmac('sha1', bytes).update(counter).digest()
+  const offset = mac[19]! & 15
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0')
+}
+
+describe('sign-in pages in Chromium (Playwright)', () => {
+  let smtp: TestSmtp
+  let service: TestService
+  let client: ConsoleClient
+  let browser: Browser
+  let callbackServer: Server
+  let redirectUri: string
+  const violations: string[] = []
+
+  before(async () => {
+    // The console's callback: another origin than the service, as a real client would be.
+    callbackServer = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' })
+      res.end('<!DOCTYPE html><title>Callback</title><p>Back at the client.</p>')
+    })
+    await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', () => resolve()))
+    redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`
+    smtp = await startSmtp('accept')
+    service = await startTestService(
+      {
+        KMS_SMTP_URL: smtp.url,
+        KMS_CONSOLE_REDIRECT_URIS: redirectUri,
+        KMS_CDN_HOST: CDN,
+        KMS_SMTP_ATTEMPTS: '1',
+      },
+      { jobs: true },
+    )
+    client = await consoleClient(service.baseUrl, redirectUri)
+    browser = await launchChromium()
+  })
+  after(async () => {
+    await browser?.close()
+    await service?.stop()
+    await smtp?.stop()
+    await new Promise((resolve) => callbackServer?.close(resolve))
+  })
+
+  async function newPage(): Promise<{ page: Page; documents: ReturnType<typeof recordDocuments> }> {
+    const context = await browser.newContext({ locale: 'en-US' })
+    const page = await context.newPage()
+    page.on('console', (message) => {
+      if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
+    })
+    return { page, documents: recordDocuments(page, service.baseUrl) }
+  }
+
+  function assertCsp(documents: ReturnType<typeof recordDocuments>, expectedPages: number) {
+    assert.ok(documents.length >= expectedPages, `${documents.length} documents seen`)
+    for (const doc of documents) {
+      assert.equal(doc.headers['content-security-policy'], EXPECTED_CSP, `CSP of ${doc.url}`)
+      assert.equal(doc.headers['x-frame-options'], 'DENY', doc.url)
+    }
+  }
+
+  test('an invited person accepts in the browser, enrols TOTP, signs in with password and TOTP, and calls the API with the token', async () => {
+    const tenant = await service.createTenant()
+    const owner = await memberSession(service, client, tenant.tenantId, 'tenant:owner')
+    const invited = await service.request('POST', '/api/v1/team/invitations', {
+      headers: owner.headers,
+      body: { email: 'newbie@example.com', role: 'tenant:developer' },
+    })
+    assert.equal(invited.status, 201)
+    assert.equal(invited.body.emailDispatchStatus, 'queued')
+    await waitFor(
+      () => smtp.messages.some((m) => m.to.includes('newbie@example.com')),
+      'the invitation e-mail',
+    )
+    const link = /(http:\/\/\S+\/invitations\/accept\?token=[A-Za-z0-9_-]+)/.exec(
+      textOf(smtp.messages.find((m) => m.to.includes('newbie@example.com'))!),
+    )![1]!
+
+    const { page, documents } = await newPage()
+    // The invitation.
+    await page.goto(link)
+    await screenshot(page, '01-accept-invitation')
+    await page.fill('#password', 'newbie-password-long')
+    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+    await page.waitForSelector('text=You are now a member')
+    await screenshot(page, '02-invitation-accepted')
+    const members = await service.request('GET', '/api/v1/team/members', { headers: owner.headers })
+    const newbie = members.body.data.find((m: { email: string }) => m.email === 'newbie@example.com')
+    assert.equal(newbie.role, 'tenant:developer')
+
+    // An authenticator, enrolled through the account service as the enrolment page would.
+    const enrolment = await service.api.services.accounts.beginTotpEnrolment(newbie.accountId, 'KMS')
+    assert.equal(
+      await service.api.services.accounts.confirmTotpEnrolment(
+        newbie.accountId,
+        totpNow(enrolment.secret),
+        '127.0.0.1',
+      ),
+      'ok',
+    )
+
+    // The console's authorization request, PKCE, for the tenant.
+    const verifier = oidc.randomPKCECodeVerifier()
+    const resource = `urn:kms:tenant:${tenant.tenantId}`
+    const authorize = oidc.buildAuthorizationUrl(client.config, {
+      redirect_uri: redirectUri,
+      scope: 'openid email profile api',
+      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+      resource,
+      state: 'browser-state',
+    })
+    await page.goto(authorize.toString())
+    await page.waitForSelector('#email')
+    await screenshot(page, '03-sign-in')
+    // A wrong password first: the same form, an error, no hint whether the address exists.
+    await page.fill('#email', 'newbie@example.com')
+    await page.fill('#password', 'not the password')
+    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+    await page.waitForSelector('[role=alert]')
+    await screenshot(page, '04-sign-in-wrong-password')
+    await page.fill('#password', 'newbie-password-long')
+    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+    await page.waitForSelector('#code')
+    await screenshot(page, '05-totp-challenge')
+    // A code of the next step: the enrolment used this step's (each step is accepted once).
+    await page.fill('#code', totpNow(enrolment.secret, 1))
+    await Promise.all([
+      page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }),
+      page.click('button[type=submit]'),
+    ])
+    const callback = new URL(page.url())
+    await screenshot(page, '06-back-at-the-client')
+    const tokens = await oidc.authorizationCodeGrant(
+      client.config,
+      callback,
+      { pkceCodeVerifier: verifier, expectedState: 'browser-state' },
+      { resource },
+    )
+    const me = await service.request('GET', '/api/v1/tenant', {
+      headers: { authorization: `Bearer ${tokens.access_token}` },
+    })
+    assert.equal(me.status, 200, me.text)
+    assert.equal(me.body.callerKind, 'member')
+    assert.equal(me.body.role, 'tenant:developer')
+    assert.equal(me.body.accountId, newbie.accountId)
+
+    // Sign-out: the question, then the signed-out page.
+    await page.goto(oidc.buildEndSessionUrl(client.config, { id_token_hint: tokens.id_token! }).toString())
+    await page.waitForSelector('button[value=yes]')
+    await screenshot(page, '07-sign-out')
+    await Promise.all([page.waitForLoadState('load'), page.click('button[value=yes]')])
+    await page.waitForSelector('text=You are signed out')
+    await screenshot(page, '08-signed-out')
+
+    // An error page: a sign-in that does not exist.
+    const missing = await page.goto(new URL('/sign-in/no-such-interaction', service.baseUrl).toString())
+    assert.equal(missing?.status(), 400)
+    await screenshot(page, '09-error')
+
+    assertCsp(documents, 9)
+    assert.deepEqual(violations, [], 'no CSP violation reported by the browser')
+  })
+
+  test('the pages follow the browser’s language', async () => {
+    const context = await browser.newContext({ locale: 'fr-FR' })
+    const page = await context.newPage()
+    const verifier = oidc.randomPKCECodeVerifier()
+    await page.goto(
+      oidc
+        .buildAuthorizationUrl(client.config, {
+          redirect_uri: redirectUri,
+          scope: 'openid',
+          code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+          code_challenge_method: 'S256',
+        })
+        .toString(),
+    )
+    await page.waitForSelector('#email')
+    assert.equal(await page.textContent('h1'), 'Connexion')
+    assert.equal(await page.getAttribute('html', 'lang'), 'fr')
+    await screenshot(page, '10-sign-in-fr')
+    await context.close()
+  })
+})
