@@ -2,6 +2,9 @@ import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { startTestService, type TestService } from './helpers/service.ts'
+import { consoleClient, memberSession } from './helpers/sign-in.ts'
+
+const FUZZ_REDIRECT = 'http://127.0.0.1:9/callback'
 
 /**
  * Fuzz test: thousands of malformed requests against every route the served OpenAPI document
@@ -146,6 +149,8 @@ interface Operation {
   /** The request media types the document lists (application/json, and for some routes raw bytes). */
   mediaTypes: string[]
   isPublic: boolean
+  /** A role route (`security: [{AccessToken: []}]`): only a signed-in member gets past authorization. */
+  memberOnly: boolean
 }
 
 function bodyLimitOf(schema: JsonSchema | undefined): number | undefined {
@@ -204,6 +209,7 @@ function discoverOperations(doc: OpenApiDocument): Operation[] {
         bodyLimit: bodyLimitOf(json ? deref(doc, json.schema) : undefined),
         mediaTypes: Object.keys(op.requestBody?.content ?? {}),
         isPublic: Array.isArray(security) && security.length === 0,
+        memberOnly: JSON.stringify(security) === JSON.stringify([{ AccessToken: [] }]),
       })
     }
   }
@@ -730,6 +736,8 @@ interface FuzzCase {
 }
 
 interface Keys {
+  /** Used as `Authorization: Bearer` instead of the full key on role routes (an owner's token). */
+  member: string
   full: string
   narrow: string
   revoked: string
@@ -905,7 +913,10 @@ class CaseFactory {
   private add(o: CaseOptions): void {
     const headers: Record<string, string> = { ...o.headers }
     const key = this.keyHeader(o.keyKind)
-    if (key !== undefined) headers['x-api-key'] = key
+    // Role routes refuse API keys: their validation is reached with an owner's access token.
+    if (o.keyKind === 'full' && this.isMemberRoute(o.method, o.target))
+      headers['authorization'] = `Bearer ${this.keys.member}`
+    else if (key !== undefined) headers['x-api-key'] = key
     const c: FuzzCase = {
       id: this.nextId++,
       category: o.category,
@@ -918,6 +929,14 @@ class CaseFactory {
     const expect = this.authExpectation(c) ?? (o.keyKind === 'full' ? o.expectWithFullKey : undefined)
     if (expect) c.expect = expect
     this.cases.push(c)
+  }
+
+  private isMemberRoute(method: string, target: string): boolean {
+    if (!wellFormedPath(target)) return false
+    const path = new URL(target, 'http://x').pathname
+    return this.ops.some(
+      (op) => op.memberOnly && op.method === method && routePattern(op.template).test(path),
+    )
   }
 
   /** Authentication runs before routing and body handling under /api/v1, except on public paths. */
@@ -1734,13 +1753,19 @@ describe(`fuzz (seed ${SEED})`, () => {
   let elapsedMs = 0
 
   before(async () => {
-    svc = await startTestService()
+    svc = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: FUZZ_REDIRECT })
     const admin = await svc.createTenant()
+    const owner = await memberSession(
+      svc,
+      await consoleClient(svc.baseUrl, FUZZ_REDIRECT),
+      admin.tenantId,
+      'tenant:owner',
+    )
     const narrow = await svc.createTenant(['audit:read'])
     const doomed = await svc.createTenant()
     const revoke = await svc.request('POST', `${API}/api-keys/${doomed.apiKeyId}/revoke`, { key: doomed.key })
     assert.equal(revoke.status, 200, `could not revoke a key for the fuzz: ${revoke.text}`)
-    keys = { full: admin.key, narrow: narrow.key, revoked: doomed.key }
+    keys = { member: owner.accessToken, full: admin.key, narrow: narrow.key, revoked: doomed.key }
 
     const docResponse = await svc.request('GET', `${API}/openapi.json`)
     assert.equal(docResponse.status, 200, 'the OpenAPI document is served without a key')

@@ -82,10 +82,18 @@ export function registerAuthentication(
 
   app.addHook('onRoute', (route) => {
     if (!isApiPath(route.url)) return
-    if (!(route.config as { access?: Access } | undefined)?.access)
+    const declared = (route.config as { access?: Access } | undefined)?.access
+    if (!declared)
       throw new Error(
         `route ${[route.method].flat().join(',')} ${route.url} declares no config.access (src/auth/access.ts)`,
       )
+    // The OpenAPI document says who may call: a role route takes a member's access token only.
+    if (declared.kind === 'role' && route.schema) {
+      const schema = route.schema as { security?: unknown; description?: string }
+      schema.security = [{ AccessToken: [] }]
+      const roles = `Signed-in team members with the role ${declared.roles.join(' or ')}; API keys are refused (403 forbidden).`
+      schema.description = schema.description ? `${schema.description}\n\n${roles}` : roles
+    }
   })
 
   app.addHook('onRequest', async (request) => {

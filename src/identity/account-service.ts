@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -87,7 +87,15 @@ export type TotpCheck = 'ok' | 'invalid' | 'locked'
 export const accountExists = () =>
   new AppError(409, 'account_exists', 'An account with this e-mail address already exists')
 
-const EMAIL = /^[^\s@]{1,64}@[^\s@.]+(\.[^\s@.]+)+$/
+// No white space, no control characters (NUL cannot even be stored), one @, a dotted domain.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+const EMAIL = /^[^\s@\u0000-\u001f\u007f]{1,64}@[^\s@.\u0000-\u001f\u007f]+(\.[^\s@.\u0000-\u001f\u007f]+)+$/
+
+/** Throttle rows name an account by a hash: the table holds no addresses (and any input fits it). */
+const throttleSubject = (realm: string, emailNormalized: string) =>
+  `${realm}:${createHash('sha256').update(emailNormalized, 'utf8').digest('base64url')}`
+
+const isPlausibleEmail = (normalized: string) => normalized.length <= 254 && EMAIL.test(normalized)
 
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase()
@@ -263,7 +271,9 @@ export function createAccountService(deps: {
       return (await getAccounts(sql, ids)).map(toView)
     },
     async findTeamAccount(email) {
-      const row = await findAccountByEmail(sql, TEAM_REALM, normalizeEmail(email))
+      const normalized = normalizeEmail(email)
+      if (!isPlausibleEmail(normalized)) return undefined
+      const row = await findAccountByEmail(sql, TEAM_REALM, normalized)
       return row ? toView(row) : undefined
     },
     async setPassword(id, password, policy = TEAM_PASSWORD_POLICY) {
@@ -274,14 +284,17 @@ export function createAccountService(deps: {
         throw new AppError(404, 'account_not_found', 'Account not found')
     },
     async signIn({ email, password, clientIp }) {
-      const normalized = normalizeEmail(email).slice(0, 254)
-      const row = await findAccountByEmail(sql, TEAM_REALM, normalized)
-      return passwordAttempt(`${TEAM_REALM}:${normalized}`, row, password, clientIp)
+      const normalized = normalizeEmail(email)
+      // What cannot be an address is not looked up (nor sent to the database), but costs the same.
+      const row = isPlausibleEmail(normalized)
+        ? await findAccountByEmail(sql, TEAM_REALM, normalized)
+        : undefined
+      return passwordAttempt(throttleSubject(TEAM_REALM, normalized), row, password, clientIp)
     },
     async checkPassword(id, password, clientIp) {
       const row = await getAccount(sql, id)
       return passwordAttempt(
-        `${row?.realm ?? TEAM_REALM}:${row?.email_normalized ?? id}`,
+        throttleSubject(row?.realm ?? TEAM_REALM, row?.email_normalized ?? id),
         row,
         password,
         clientIp,

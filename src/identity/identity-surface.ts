@@ -24,6 +24,11 @@ export interface IdentitySurfaceDeps extends SignInDeps {
  */
 export function identitySurface(deps: IdentitySurfaceDeps) {
   return async (app: FastifyInstance) => {
+    // Pages and the provider are not part of the JSON API's OpenAPI document (the provider
+    // publishes its own discovery document).
+    app.addHook('onRoute', (route) => {
+      route.schema = { ...(route.schema ?? {}), hide: true }
+    })
     await app.register(providerSurface(deps.oidc, deps.pageSettings, deps.logger))
     await app.register(pagesSurface(deps))
   }
@@ -142,6 +147,10 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
     )
     await app.register(signInRoutes(deps))
     for (const pages of deps.extraPages ?? []) await app.register(pages)
+    // Anything else under the pages' paths (another method, a step that does not exist): a page too.
+    for (const url of ['/sign-in/*', '/invitations/*']) {
+      app.all(url, async (request, reply) => send(request, reply, 404, 'This page does not exist.'))
+    }
   }
 }
 

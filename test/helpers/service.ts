@@ -117,7 +117,7 @@ export async function startTestService(
   const db = await createTestDatabase()
   const env = testEnv(db, extraEnv)
   const config = loadConfig(env)
-  const logger = createLogger('silent', 'kms-test')
+  const logger = createLogger(process.env['TEST_LOG_LEVEL'] ?? 'silent', 'kms-test')
   const sql = connectDatabase({
     url: db.url,
     poolSize: 4,
