@@ -14,6 +14,7 @@ import { installErrorHandlers } from './platform/error-handler.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
 import { secretRoutes } from './secrets/secret-routes.ts'
+import { settingsRoutes } from './settings/settings-routes.ts'
 import { teamRoutes } from './team/team-routes.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
 import { webhookRoutes } from './webhooks/webhook-routes.ts'
@@ -46,6 +47,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(secretRoutes(deps.secrets))
     await api.register(folderRoutes(deps.folders))
     await api.register(teamRoutes(deps.team))
+    await api.register(settingsRoutes(deps.settings))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

@@ -44,6 +44,7 @@ export type AppDeps = Pick<
   | 'metrics'
   | 'accounts'
   | 'team'
+  | 'settings'
 > & {
   version: string
   bodyLimitBytes: number

@@ -35,6 +35,7 @@ import { createRotationService, type RotationService } from './rotation/rotation
 import { createFolderService, type FolderService } from './secrets/folder-service.ts'
 import { createSecretSealing } from './secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from './secrets/secret-service.ts'
+import { createSettingsService, type SettingsService } from './settings/settings-service.ts'
 import { createTeamService, type TeamService } from './team/team-service.ts'
 import { createTenantService, type TenantService } from './tenants/tenant-service.ts'
 import { VERSION } from './version.ts'
@@ -63,6 +64,8 @@ export interface Services {
   team: TeamService
   /** Outbound e-mail jobs (BullMQ), opened on first use. */
   mailQueue: MailQueue
+  /** Tenant security settings (MFA methods, password policy, session lifetimes, API-key policy). */
+  settings: SettingsService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -120,7 +123,16 @@ export async function createServices(
     maxConcurrentWrites: loadAwareWriteConcurrency({ idle: 4, busy: 1, threshold: 0.7, windowMs: 100 }),
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
-  const apiKeys = createApiKeyService({ sql, audit, authenticator })
+  const settings = createSettingsService({ sql, audit })
+  const apiKeys = createApiKeyService({
+    sql,
+    audit,
+    authenticator,
+    apiKeyPolicy: {
+      maxLifetimeDaysOf: async (tenantId) =>
+        (await settings.getSecurity(tenantId)).apiKeyPolicy.maxLifetimeDays,
+    },
+  })
   const tenants = createTenantService({
     sql,
     masterKeys,
@@ -160,6 +172,13 @@ export async function createServices(
     accounts,
     memberships,
     tenants,
+    sessionPolicy: {
+      accessTokenSecondsOf: async (tenantId) =>
+        (await settings.getSecurity(tenantId)).sessionLifetimes.accessTokenSeconds,
+    },
+    mfaPolicy: {
+      totpRequiredFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods.totp.required,
+    },
     grantCacheTtlMs: config.apiKeyCacheTtlMs,
   })
   const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
@@ -230,6 +249,7 @@ export async function createServices(
     bearer,
     team,
     mailQueue,
+    settings,
     clock,
     cryptoPool,
     keys,

@@ -81,6 +81,8 @@ export function createApiKeyService(deps: {
   sql: Sql
   audit: AuditLog
   authenticator: Authenticator
+  /** The tenant's API-key policy (src/settings): the longest lifetime of a new key, if any. */
+  apiKeyPolicy?: { maxLifetimeDaysOf(tenantId: string): Promise<number | null> }
   now?: () => number
 }): ApiKeyService {
   const now = deps.now ?? Date.now
@@ -169,9 +171,27 @@ export function createApiKeyService(deps: {
     )
   }
 
+  /** A tenant with a maximum lifetime refuses keys that never expire or expire after it. */
+  async function requireWithinPolicy(tenantId: string, expiresAt: Date | null | undefined): Promise<void> {
+    const maxDays = await deps.apiKeyPolicy?.maxLifetimeDaysOf(tenantId)
+    if (maxDays === undefined || maxDays === null) return
+    const bound = new Date(now() + maxDays * 86_400_000)
+    if (expiresAt && expiresAt.getTime() <= bound.getTime()) return
+    const path = 'body/expiresAt'
+    const message = `${expiresAt ? 'must be' : 'is required and must be'} no later than ${bound.toISOString()}: the tenant's API-key policy allows at most ${maxDays} days`
+    throw new AppError(400, 'validation_failed', `${path} ${message}`, {
+      fields: [{ path, message }],
+      maxLifetimeDays: maxDays,
+      maxExpiresAt: bound.toISOString(),
+    })
+  }
+
   return {
-    create(actor, input, tx) {
+    async create(actor, input, tx) {
+      // A tenant's first key is made in the tenant's own transaction, before any policy exists.
       if (tx) return insertWithAudit(tx, actor, input)
+      // Read before the transaction (the embedded database has one connection).
+      await requireWithinPolicy(actor.tenantId, input.expiresAt)
       return deps.sql.begin((t) => insertWithAudit(t, actor, input))
     },
     async list(tenantId, page) {

@@ -135,7 +135,7 @@ export interface AccountService {
   signIn(input: { email: string; password: string; clientIp: string }): Promise<SignInResult>
   /** Checks a password of a known account (the accept-invitation page), throttled like signIn. */
   checkPassword(id: string, password: string, clientIp: string): Promise<SignInResult>
-  /** A new secret while none is enrolled (replacing an unconfirmed one). */
+  /** The secret to enrol: the unconfirmed one if there is one, else a new one; 409 once enrolled. */
   beginTotpEnrolment(id: string, issuer: string): Promise<{ secret: string; uri: string }>
   confirmTotpEnrolment(id: string, code: string, clientIp: string): Promise<TotpCheck>
   verifyTotp(id: string, code: string, clientIp: string): Promise<TotpCheck>
@@ -305,9 +305,14 @@ export function createAccountService(deps: {
       if (!row) throw new AppError(404, 'account_not_found', 'Account not found')
       if (row.totp_enrolled_at)
         throw new AppError(409, 'totp_already_enrolled', 'An authenticator is already enrolled')
-      const secret = newTotpSecret()
-      const primary = masterKeys.primary
-      await setTotpSecret(sql, id, seal(primary.key, secret, totpAad(id)), primary.id)
+      // The page shown again (a wrong code, a reload) keeps the secret the person already scanned.
+      const pendingKey =
+        row.totp_secret_sealed && row.totp_master_key_id ? masterKeys.find(row.totp_master_key_id) : undefined
+      const secret = pendingKey ? open(pendingKey.key, row.totp_secret_sealed!, totpAad(id)) : newTotpSecret()
+      if (!pendingKey) {
+        const primary = masterKeys.primary
+        await setTotpSecret(sql, id, seal(primary.key, secret, totpAad(id)), primary.id)
+      }
       return { secret: base32Encode(secret), uri: otpauthUri(secret, row.email, issuer) }
     },
     confirmTotpEnrolment: (id, code, clientIp) => totpAttempt(id, code, clientIp, true),
