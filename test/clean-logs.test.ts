@@ -12,7 +12,7 @@ import {
 
 /**
  * A clean start as `npm start` runs it (two API processes and the job process), at info level,
- * then the first batch encrypt and a few other requests: every line the processes print is a
+ * then the first batch encrypt, the OpenID provider's first requests and a few others: every line the processes print is a
  * JSON log line (no deprecation notices from ajv or Fastify, no ajv warnings on the first use
  * of a serializer).
  */
@@ -62,6 +62,22 @@ test('a clean start and its first batch print only JSON lines', async () => {
     assert.equal(decrypted.status, 200, decrypted.text)
     const bad = await httpRequest(service.baseUrl, 'GET', '/api/v1/keys?sort=bogus', { key })
     assert.equal(bad.status, 400)
+    // The OpenID provider in each process: discovery, a sign-in page, a refused token request.
+    assert.equal((await fetch(new URL('/.well-known/openid-configuration', service.baseUrl))).status, 200)
+    const authorize = await fetch(
+      new URL(
+        '/oidc/auth?client_id=kms-console&response_type=code&scope=openid&code_challenge=abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqr&code_challenge_method=S256',
+        service.baseUrl,
+      ),
+      { redirect: 'manual' },
+    )
+    assert.ok(authorize.status < 500)
+    const token = await fetch(new URL('/oidc/token', service.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'grant_type=authorization_code&code=nope&client_id=kms-console',
+    })
+    assert.equal(token.status, 400)
   }
   assert.equal(await service.stop('SIGTERM'), 0)
 
