@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
-import type { Browser, Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launchChromium, recordDocuments, screenshot } from './helpers/browser.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
 import { type ConsoleClient, consoleClient, memberSession } from './helpers/sign-in.ts'
@@ -66,13 +66,17 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     await new Promise((resolve) => callbackServer?.close(resolve))
   })
 
-  async function newPage(): Promise<{ page: Page; documents: ReturnType<typeof recordDocuments> }> {
+  async function newPage(): Promise<{
+    page: Page
+    context: BrowserContext
+    documents: ReturnType<typeof recordDocuments>
+  }> {
     const context = await browser.newContext({ locale: 'en-US' })
     const page = await context.newPage()
     page.on('console', (message) => {
       if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
     })
-    return { page, documents: recordDocuments(page, service.baseUrl) }
+    return { page, context, documents: recordDocuments(page, service.baseUrl) }
   }
 
   function assertCsp(documents: ReturnType<typeof recordDocuments>, expectedPages: number) {
@@ -83,7 +87,7 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     }
   }
 
-  test('an invited person accepts in the browser, enrols TOTP, signs in with password and TOTP, and calls the API with the token', async () => {
+  test('an invited person accepts in the browser, enrols TOTP on the page the tenant requires, signs in again with password and TOTP, and calls the API with the token', async () => {
     const tenant = await service.createTenant()
     const owner = await memberSession(service, client, tenant.tenantId, 'tenant:owner')
     const invited = await service.request('POST', '/api/v1/team/invitations', {
@@ -100,7 +104,7 @@ describe('sign-in pages in Chromium (Playwright)', () => {
       textOf(smtp.messages.find((m) => m.to.includes('newbie@example.com'))!),
     )![1]!
 
-    const { page, documents } = await newPage()
+    const { page, context, documents } = await newPage()
     // The invitation.
     await page.goto(link)
     await screenshot(page, '01-accept-invitation')
@@ -112,29 +116,26 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     const newbie = members.body.data.find((m: { email: string }) => m.email === 'newbie@example.com')
     assert.equal(newbie.role, 'tenant:developer')
 
-    // An authenticator, enrolled through the account service as the enrolment page would.
-    const enrolment = await service.api.services.accounts.beginTotpEnrolment(newbie.accountId, 'KMS')
-    assert.equal(
-      await service.api.services.accounts.confirmTotpEnrolment(
-        newbie.accountId,
-        totpNow(enrolment.secret),
-        '127.0.0.1',
-      ),
-      'ok',
-    )
-
-    // The console's authorization request, PKCE, for the tenant.
-    const verifier = oidc.randomPKCECodeVerifier()
-    const resource = `urn:kms:tenant:${tenant.tenantId}`
-    const authorize = oidc.buildAuthorizationUrl(client.config, {
-      redirect_uri: redirectUri,
-      scope: 'openid email profile api',
-      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: 'S256',
-      resource,
-      state: 'browser-state',
+    // The tenant requires TOTP: the first sign-in enrols an authenticator on the page.
+    const required = await service.request('PATCH', '/api/v1/settings/security', {
+      headers: owner.headers,
+      body: { mfaMethods: { totp: { required: true } } },
     })
-    await page.goto(authorize.toString())
+    assert.equal(required.status, 200, required.text)
+    const resource = `urn:kms:tenant:${tenant.tenantId}`
+    const authorizeUrl = async (state: string, verifier: string) =>
+      oidc
+        .buildAuthorizationUrl(client.config, {
+          redirect_uri: redirectUri,
+          scope: 'openid email profile api',
+          code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+          code_challenge_method: 'S256',
+          resource,
+          state,
+        })
+        .toString()
+    const firstVerifier = oidc.randomPKCECodeVerifier()
+    await page.goto(await authorizeUrl('first', firstVerifier))
     await page.waitForSelector('#email')
     await screenshot(page, '03-sign-in')
     // A wrong password first: the same form, an error, no hint whether the address exists.
@@ -145,16 +146,35 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     await screenshot(page, '04-sign-in-wrong-password')
     await page.fill('#password', 'newbie-password-long')
     await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+    await page.waitForSelector('#totp-secret')
+    await screenshot(page, '05-totp-enrolment')
+    const secret = (await page.textContent('#totp-secret'))!.trim()
+    await page.fill('#code', totpNow(secret))
+    await Promise.all([
+      page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }),
+      page.click('button[type=submit]'),
+    ])
+    assert.equal(new URL(page.url()).searchParams.get('state'), 'first')
+    assert.equal((await service.api.services.accounts.get(newbie.accountId))?.totpEnrolled, true)
+
+    // Signed out of the provider, the next sign-in asks for the password, then the code.
+    await context.clearCookies()
+    const verifier = oidc.randomPKCECodeVerifier()
+    await page.goto(await authorizeUrl('browser-state', verifier))
+    await page.waitForSelector('#email')
+    await page.fill('#email', 'newbie@example.com')
+    await page.fill('#password', 'newbie-password-long')
+    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
     await page.waitForSelector('#code')
-    await screenshot(page, '05-totp-challenge')
-    // A code of the next step: the enrolment used this step's (each step is accepted once).
-    await page.fill('#code', totpNow(enrolment.secret, 1))
+    await screenshot(page, '06-totp-challenge')
+    // A code of the next step: enrolment used this step's (each step is accepted once).
+    await page.fill('#code', totpNow(secret, 1))
     await Promise.all([
       page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }),
       page.click('button[type=submit]'),
     ])
     const callback = new URL(page.url())
-    await screenshot(page, '06-back-at-the-client')
+    await screenshot(page, '07-back-at-the-client')
     const tokens = await oidc.authorizationCodeGrant(
       client.config,
       callback,
@@ -172,17 +192,17 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     // Sign-out: the question, then the signed-out page.
     await page.goto(oidc.buildEndSessionUrl(client.config, { id_token_hint: tokens.id_token! }).toString())
     await page.waitForSelector('button[value=yes]')
-    await screenshot(page, '07-sign-out')
+    await screenshot(page, '08-sign-out')
     await Promise.all([page.waitForLoadState('load'), page.click('button[value=yes]')])
     await page.waitForSelector('text=You are signed out')
-    await screenshot(page, '08-signed-out')
+    await screenshot(page, '09-signed-out')
 
     // An error page: a sign-in that does not exist.
     const missing = await page.goto(new URL('/sign-in/no-such-interaction', service.baseUrl).toString())
     assert.equal(missing?.status(), 400)
-    await screenshot(page, '09-error')
+    await screenshot(page, '10-error')
 
-    assertCsp(documents, 9)
+    assertCsp(documents, 11)
     assert.deepEqual(violations, [], 'no CSP violation reported by the browser')
   })
 
@@ -203,7 +223,7 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     await page.waitForSelector('#email')
     assert.equal(await page.textContent('h1'), 'Connexion')
     assert.equal(await page.getAttribute('html', 'lang'), 'fr')
-    await screenshot(page, '10-sign-in-fr')
+    await screenshot(page, '11-sign-in-fr')
     await context.close()
   })
 })
