@@ -205,6 +205,27 @@ describe('OpenID provider: authorization code with PKCE (openid-client)', () => 
     assert.equal(jwks.keys.length, 2)
   })
 
+  test('the identity sweep deletes expired provider rows and rotates the signing key only when it is due', async () => {
+    await service.sql`
+      INSERT INTO oidc_models (model, id, payload, expires_at)
+      VALUES ('Session', 'expired-one', '{}'::jsonb, now() - interval '1 minute'),
+             ('Session', 'live-one', '{}'::jsonb, now() + interval '1 hour')`
+    const swept = await service.api.services.identity.sweep()
+    assert.ok(swept.expiredModels >= 1)
+    assert.equal(swept.rotatedToVersion, null, 'the current key is younger than the rotation age')
+    const left = await service.sql<
+      { id: string }[]
+    >`SELECT id FROM oidc_models WHERE id IN ('expired-one', 'live-one')`
+    assert.deepEqual(
+      left.map((r) => r.id),
+      ['live-one'],
+    )
+    // Due: the key is older than the rotation age.
+    await service.sql`UPDATE oidc_signing_keys SET created_at = now() - interval '40 days' WHERE retired_at IS NULL`
+    const due = await service.api.services.identity.sweep()
+    assert.ok(due.rotatedToVersion !== null)
+  })
+
   test('a wrong password and an unknown address get the same page', async () => {
     await assert.rejects(
       signIn(service.baseUrl, client, { email, password: 'wrong password here' }),
