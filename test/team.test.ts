@@ -185,7 +185,7 @@ describe('team: invitations, members, roles', () => {
     assert.equal(changes.length, 2)
   })
 
-  test('resend makes a new link and kills the old one; revoke kills it; a refusing SMTP server leaves failed and an audit record', async () => {
+  test('resend makes a new link and kills the old one; revoke and expiry kill it; a refusing SMTP server leaves failed and an audit record', async () => {
     const tenant = await service.createTenant()
     const owner = await memberSession(service, client, tenant.tenantId, 'tenant:owner')
     const invited = await service.request('POST', '/api/v1/team/invitations', {
@@ -218,6 +218,26 @@ describe('team: invitations, members, roles', () => {
     assert.equal(revoked.status, 200)
     assert.equal(revoked.body.status, 'revoked')
     assert.equal((await page(new CookieJar(), second)).status, 400)
+
+    // An invitation past its expiry: the link is dead and the list says expired.
+    const late = await service.request('POST', '/api/v1/team/invitations', {
+      headers: owner.headers,
+      body: { email: 'late@example.com', role: 'tenant:viewer' },
+    })
+    await waitFor(
+      () => smtp.messages.some((m) => m.to.includes('late@example.com')),
+      'the e-mail of the late invitation',
+    )
+    const lateLink = linkOf(textOf(smtp.messages.find((m) => m.to.includes('late@example.com'))!))
+    assert.equal((await page(new CookieJar(), lateLink)).status, 200)
+    await service.sql`UPDATE team_invitations SET expires_at = now() - interval '1 second' WHERE id = ${late.body.invitationId}`
+    assert.equal((await page(new CookieJar(), lateLink)).status, 400)
+    const listed = await service.request('GET', '/api/v1/team/invitations', { headers: owner.headers })
+    assert.equal(
+      listed.body.data.find((i: { invitationId: string }) => i.invitationId === late.body.invitationId)
+        .status,
+      'expired',
+    )
 
     smtp.mode = 'refuse'
     try {
