@@ -178,7 +178,8 @@ export function createApiKeyService(deps: {
     const bound = new Date(now() + maxDays * 86_400_000)
     if (expiresAt && expiresAt.getTime() <= bound.getTime()) return
     const path = 'body/expiresAt'
-    const message = `${expiresAt ? 'must be' : 'is required and must be'} no later than ${bound.toISOString()}: the tenant's API-key policy allows at most ${maxDays} days`
+    const days = maxDays === 1 ? '1 day' : `${maxDays} days`
+    const message = `${expiresAt ? 'must be' : 'is required and must be'} no later than ${bound.toISOString()} (the tenant's API-key policy: keys live up to ${days})`
     throw new AppError(400, 'validation_failed', `${path} ${message}`, {
       fields: [{ path, message }],
       maxLifetimeDays: maxDays,
