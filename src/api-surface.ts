@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { AppDeps } from './app.ts'
+import { applicationRoutes } from './applications/application-routes.ts'
 import { auditRoutes } from './audit/audit-routes.ts'
 import { access } from './auth/access.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
@@ -48,6 +49,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(folderRoutes(deps.folders))
     await api.register(teamRoutes(deps.team))
     await api.register(settingsRoutes(deps.settings))
+    await api.register(applicationRoutes(deps.applications))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

@@ -45,6 +45,7 @@ export type AppDeps = Pick<
   | 'accounts'
   | 'team'
   | 'settings'
+  | 'applications'
 > & {
   version: string
   bodyLimitBytes: number

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { type ApplicationService, createApplicationService } from './applications/application-service.ts'
 import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
@@ -66,6 +67,8 @@ export interface Services {
   mailQueue: MailQueue
   /** Tenant security settings (MFA methods, password policy, session lifetimes, API-key policy). */
   settings: SettingsService
+  /** The tenant's applications (OpenID clients). */
+  applications: ApplicationService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -141,6 +144,7 @@ export async function createServices(
     cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
   })
   const accounts = createAccountService({ sql, masterKeys, clock })
+  const applications = createApplicationService({ sql, audit, masterKeys })
   const mailQueue = createMailQueue({
     redisUrl: config.redisUrl,
     prefix: async () => `${config.redisPrefix}jobs:${await jobNamespace(sql)}`,
@@ -250,6 +254,7 @@ export async function createServices(
     team,
     mailQueue,
     settings,
+    applications,
     clock,
     cryptoPool,
     keys,

@@ -157,7 +157,7 @@ const ROWS: ScopeRow[] = [
     [
       write('POST', '/applications'),
       write('PUT', `/applications/${ID}`),
-      write('PATCH', `/applications/${ID}`),
+      write('POST', `/applications/${ID}/rotate-secret`),
       write('DELETE', `/applications/${ID}`),
     ],
     'applications:read',
@@ -199,8 +199,6 @@ const NOT_BUILT: ReadonlySet<Scope> = new Set<Scope>([
   'ssh:write',
   'certificates:read',
   'certificates:write',
-  'applications:read',
-  'applications:write',
   'endusers:read',
   'endusers:write',
   'roles:read',

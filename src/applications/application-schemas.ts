@@ -1,0 +1,89 @@
+import { Type } from 'typebox'
+import { nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { APPLICATION_LIMITS, APPLICATION_TYPES } from './application-service.ts'
+
+const Uri = Type.String({
+  minLength: 1,
+  maxLength: APPLICATION_LIMITS.uriChars,
+  description: 'An absolute URI without a fragment',
+})
+const Uris = (description: string) => Type.Array(Uri, { maxItems: APPLICATION_LIMITS.uris, description })
+const ApplicationType = Type.Enum(APPLICATION_TYPES, {
+  description:
+    'spa and native: public clients (PKCE, no secret); traditional and machine_to_machine: confidential (a secret, shown once); machine_to_machine has no redirect URIs',
+})
+const Name = Printable(200, 'A name for people')
+
+export const ApplicationSchema = Type.Object(
+  {
+    id: Uuid('The application'),
+    name: Type.String(),
+    applicationType: ApplicationType,
+    clientId: Type.String({ description: 'The OAuth client_id' }),
+    hasClientSecret: Type.Boolean(),
+    clientSecretRotatedAt: Type.Union([Timestamp('When the current secret was made'), Type.Null()]),
+    redirectUris: Type.Array(Type.String()),
+    postLogoutRedirectUris: Type.Array(Type.String()),
+    resources: Type.Array(Type.String(), {
+      description: 'RFC 8707 resource indicators the application may ask tokens for',
+    }),
+    createdAt: Timestamp('Created'),
+    updatedAt: Timestamp('Last changed'),
+  },
+  { additionalProperties: false },
+)
+nameSchema(ApplicationSchema, 'Application')
+
+export const ApplicationWithSecretSchema = Type.Object(
+  {
+    ...ApplicationSchema.properties,
+    clientSecret: Type.Optional(
+      Type.String({ description: 'Shown this once (confidential types); store it now' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+nameSchema(ApplicationWithSecretSchema, 'ApplicationWithSecret')
+
+export const ApplicationListSchema = Type.Object(
+  { data: Type.Array(ApplicationSchema), total: Type.Integer() },
+  { additionalProperties: false },
+)
+nameSchema(ApplicationListSchema, 'ApplicationList')
+
+export const CreateApplicationBody = Type.Object(
+  {
+    name: Name,
+    applicationType: ApplicationType,
+    redirectUris: Uris('Where the provider may send the browser back (none for machine_to_machine)'),
+    postLogoutRedirectUris: Type.Optional(Uris('Where the browser may go after sign-out')),
+    resources: Type.Optional(Uris('RFC 8707 resource indicators (absolute URIs)')),
+  },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        name: 'Dashboard',
+        applicationType: 'spa',
+        redirectUris: ['https://app.example.com/callback'],
+        resources: ['https://api.example.com'],
+      },
+    ],
+  },
+)
+nameSchema(CreateApplicationBody, 'CreateApplication')
+
+export const UpdateApplicationBody = Type.Object(
+  {
+    name: Name,
+    redirectUris: Uris('Replaces the stored list'),
+    postLogoutRedirectUris: Type.Optional(Uris('Replaces the stored list (absent: none)')),
+    resources: Type.Optional(Uris('Absent: the stored resources stay; an empty array clears them')),
+  },
+  {
+    additionalProperties: false,
+    description: 'The application type cannot change',
+    examples: [{ name: 'Dashboard', redirectUris: ['https://app.example.com/callback'], resources: [] }],
+  },
+)
+nameSchema(UpdateApplicationBody, 'UpdateApplication')

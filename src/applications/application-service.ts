@@ -1,0 +1,271 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
+import { seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { Sql } from '../platform/database.ts'
+import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import {
+  type ApplicationRow,
+  deleteApplication,
+  getApplication,
+  insertApplication,
+  listApplications,
+  replaceSecret,
+  updateApplication,
+} from './application-store.ts'
+
+/**
+ * Application types (docs/applications.md): a single-page app and a native app are public clients
+ * (no secret; PKCE); a traditional web app and a machine-to-machine client are confidential (a
+ * secret, shown once). Machine-to-machine clients sign nobody in, so they have no redirect URIs.
+ */
+export const APPLICATION_TYPES = ['spa', 'traditional', 'native', 'machine_to_machine'] as const
+export type ApplicationType = (typeof APPLICATION_TYPES)[number]
+export const CONFIDENTIAL_TYPES: readonly ApplicationType[] = ['traditional', 'machine_to_machine']
+
+export const APPLICATION_LIMITS = { uris: 20, uriChars: 2048 } as const
+
+export interface ApplicationView {
+  id: string
+  name: string
+  applicationType: ApplicationType
+  clientId: string
+  /** Confidential types: whether a secret exists (it is shown only when made). */
+  hasClientSecret: boolean
+  clientSecretRotatedAt: string | null
+  redirectUris: string[]
+  postLogoutRedirectUris: string[]
+  resources: string[]
+  createdAt: string
+  updatedAt: string
+}
+
+export interface ApplicationInput {
+  name: string
+  applicationType: ApplicationType
+  redirectUris: string[]
+  postLogoutRedirectUris?: string[] | undefined
+  resources?: string[] | undefined
+}
+
+/** PUT: the type never changes; `resources` left out keeps the stored ones, `[]` clears them. */
+export interface ApplicationChange {
+  name: string
+  redirectUris: string[]
+  postLogoutRedirectUris?: string[] | undefined
+  resources?: string[] | undefined
+}
+
+const toView = (row: ApplicationRow): ApplicationView => ({
+  id: row.id,
+  name: row.name,
+  applicationType: row.application_type,
+  clientId: row.client_id,
+  hasClientSecret: row.client_secret_sealed !== null,
+  clientSecretRotatedAt: row.client_secret_rotated_at?.toISOString() ?? null,
+  redirectUris: row.redirect_uris,
+  postLogoutRedirectUris: row.post_logout_redirect_uris,
+  resources: row.resources,
+  createdAt: row.created_at.toISOString(),
+  updatedAt: row.updated_at.toISOString(),
+})
+
+const FORBIDDEN_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:'])
+
+/** Absolute, no fragment, bounded; web apps use http(s), native apps may use their own scheme. */
+function checkUris(
+  uris: readonly string[],
+  field: string,
+  type: ApplicationType,
+  kind: 'redirect' | 'resource',
+): string[] {
+  if (new Set(uris).size !== uris.length) throw invalidField(field, 'must not repeat a URI')
+  uris.forEach((uri, index) => {
+    const path = `${field}/${index}`
+    let url: URL
+    try {
+      url = new URL(uri)
+    } catch {
+      throw invalidField(path, 'must be an absolute URI')
+    }
+    if (uri.includes('#')) throw invalidField(path, 'must not have a fragment')
+    if (FORBIDDEN_SCHEMES.has(url.protocol))
+      throw invalidField(path, `must not use the ${url.protocol} scheme`)
+    if (kind === 'redirect' && type !== 'native' && url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw invalidField(path, 'must be an http or https URI (custom schemes are for native applications)')
+    }
+  })
+  return [...uris]
+}
+
+function checkRedirects(
+  type: ApplicationType,
+  redirectUris: readonly string[],
+  postLogout: readonly string[],
+) {
+  if (type === 'machine_to_machine') {
+    if (redirectUris.length > 0)
+      throw invalidField('body/redirectUris', 'must be empty for machine_to_machine (it signs nobody in)')
+    if (postLogout.length > 0)
+      throw invalidField('body/postLogoutRedirectUris', 'must be empty for machine_to_machine')
+    return
+  }
+  if (redirectUris.length === 0)
+    throw invalidField('body/redirectUris', `must list at least one URI for ${type}`)
+  checkUris(redirectUris, 'body/redirectUris', type, 'redirect')
+  checkUris(postLogout, 'body/postLogoutRedirectUris', type, 'redirect')
+}
+
+function checkName(name: string): string {
+  if (name.trim() !== name || name.length === 0)
+    throw invalidField('body/name', 'must be 1 to 200 characters without surrounding spaces')
+  return name
+}
+
+export interface ApplicationService {
+  list(
+    actor: Actor,
+    page: { limit: number; offset: number },
+  ): Promise<{ data: ApplicationView[]; total: number }>
+  get(actor: Actor, id: string): Promise<ApplicationView>
+  /** A confidential application's secret comes back here once. */
+  create(actor: Actor, input: ApplicationInput): Promise<ApplicationView & { clientSecret?: string }>
+  update(actor: Actor, id: string, change: ApplicationChange): Promise<ApplicationView>
+  /** A new secret (the old one stops working); 409 `public_client` for public types. */
+  rotateSecret(actor: Actor, id: string): Promise<ApplicationView & { clientSecret: string }>
+  remove(actor: Actor, id: string): Promise<void>
+}
+
+export function createApplicationService(deps: {
+  sql: Sql
+  audit: AuditLog
+  masterKeys: MasterKeyring
+}): ApplicationService {
+  const { sql, audit } = deps
+  const secretAad = (id: string) => `kms application client secret v1 id:${id}`
+  const newSecret = (id: string) => {
+    const secret = `cs_${randomBytes(32).toString('base64url')}`
+    const primary = deps.masterKeys.primary
+    return {
+      secret,
+      sealed: seal(primary.key, Buffer.from(secret, 'utf8'), secretAad(id)),
+      masterKeyId: primary.id,
+    }
+  }
+  const missing = () => notFound('application_not_found', 'Application')
+
+  return {
+    async list(actor, page) {
+      const { rows, total } = await listApplications(sql, actor.tenantId, page)
+      return { data: rows.map(toView), total }
+    },
+    async get(actor, id) {
+      const row = await getApplication(sql, actor.tenantId, id)
+      if (!row) throw missing()
+      return toView(row)
+    },
+    async create(actor, input) {
+      const name = checkName(input.name)
+      const postLogout = input.postLogoutRedirectUris ?? []
+      checkRedirects(input.applicationType, input.redirectUris, postLogout)
+      const resources = checkUris(input.resources ?? [], 'body/resources', input.applicationType, 'resource')
+      const id = randomUUID()
+      const confidential = CONFIDENTIAL_TYPES.includes(input.applicationType)
+      const secret = confidential ? newSecret(id) : undefined
+      const row = await sql.begin(async (tx) => {
+        const created = await insertApplication(tx, {
+          id,
+          tenant_id: actor.tenantId,
+          name,
+          application_type: input.applicationType,
+          client_id: `app_${randomBytes(15).toString('base64url')}`,
+          client_secret_sealed: secret?.sealed ?? null,
+          client_secret_master_key_id: secret?.masterKeyId ?? null,
+          redirect_uris: [...input.redirectUris],
+          post_logout_redirect_uris: [...postLogout],
+          resources,
+          created_by: actor.actor,
+        })
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'applications.create',
+          resource: `application:${id}`,
+          outcome: 'success',
+          details: { applicationType: input.applicationType, clientId: created.client_id },
+        })
+        return created
+      })
+      return { ...toView(row), ...(secret ? { clientSecret: secret.secret } : {}) }
+    },
+    async update(actor, id, change) {
+      const current = await getApplication(sql, actor.tenantId, id)
+      if (!current) throw missing()
+      const name = checkName(change.name)
+      const postLogout = change.postLogoutRedirectUris ?? []
+      checkRedirects(current.application_type, change.redirectUris, postLogout)
+      const resources =
+        change.resources === undefined
+          ? undefined
+          : checkUris(change.resources, 'body/resources', current.application_type, 'resource')
+      return sql.begin(async (tx) => {
+        const row = await updateApplication(tx, actor.tenantId, id, {
+          name,
+          redirectUris: [...change.redirectUris],
+          postLogoutRedirectUris: [...postLogout],
+          resources,
+          by: actor.actor,
+        })
+        if (!row) throw missing()
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'applications.update',
+          resource: `application:${id}`,
+          outcome: 'success',
+          details: {
+            resources: resources === undefined ? 'kept' : resources.length === 0 ? 'cleared' : 'replaced',
+          },
+        })
+        return toView(row)
+      })
+    },
+    async rotateSecret(actor, id) {
+      const current = await getApplication(sql, actor.tenantId, id)
+      if (!current) throw missing()
+      if (!current.client_secret_sealed) {
+        throw new AppError(
+          409,
+          'public_client',
+          `A ${current.application_type} application has no secret: it uses PKCE`,
+        )
+      }
+      const secret = newSecret(id)
+      return sql.begin(async (tx) => {
+        const row = await replaceSecret(tx, actor.tenantId, id, {
+          sealed: secret.sealed,
+          masterKeyId: secret.masterKeyId,
+          by: actor.actor,
+        })
+        if (!row) throw missing()
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'applications.secret_rotate',
+          resource: `application:${id}`,
+          outcome: 'success',
+        })
+        return { ...toView(row), clientSecret: secret.secret }
+      })
+    },
+    async remove(actor, id) {
+      await sql.begin(async (tx) => {
+        if (!(await deleteApplication(tx, actor.tenantId, id))) throw missing()
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'applications.delete',
+          resource: `application:${id}`,
+          outcome: 'success',
+        })
+      })
+    },
+  }
+}

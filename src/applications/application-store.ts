@@ -1,0 +1,103 @@
+import type { Queryable } from '../platform/database.ts'
+
+/** applications (migration 0011). Only the applications module touches it. */
+export interface ApplicationRow {
+  id: string
+  tenant_id: string
+  name: string
+  application_type: 'spa' | 'traditional' | 'native' | 'machine_to_machine'
+  client_id: string
+  client_secret_sealed: Buffer | null
+  client_secret_master_key_id: string | null
+  client_secret_rotated_at: Date | null
+  redirect_uris: string[]
+  post_logout_redirect_uris: string[]
+  resources: string[]
+  created_at: Date
+  created_by: string
+  updated_at: Date
+  updated_by: string
+}
+
+export async function insertApplication(
+  db: Queryable,
+  row: Omit<ApplicationRow, 'created_at' | 'updated_at' | 'client_secret_rotated_at' | 'updated_by'>,
+): Promise<ApplicationRow> {
+  const [created] = await db<ApplicationRow[]>`
+    INSERT INTO applications (id, tenant_id, name, application_type, client_id, client_secret_sealed,
+      client_secret_master_key_id, client_secret_rotated_at, redirect_uris, post_logout_redirect_uris,
+      resources, created_by, updated_by)
+    VALUES (${row.id}, ${row.tenant_id}, ${row.name}, ${row.application_type}, ${row.client_id},
+      ${row.client_secret_sealed}, ${row.client_secret_master_key_id},
+      ${row.client_secret_sealed ? new Date() : null}, ${row.redirect_uris}, ${row.post_logout_redirect_uris},
+      ${row.resources}, ${row.created_by}, ${row.created_by})
+    RETURNING *`
+  return created!
+}
+
+export async function getApplication(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<ApplicationRow | undefined> {
+  const [row] = await db<
+    ApplicationRow[]
+  >`SELECT * FROM applications WHERE tenant_id = ${tenantId} AND id = ${id}`
+  return row
+}
+
+export async function listApplications(
+  db: Queryable,
+  tenantId: string,
+  page: { limit: number; offset: number },
+): Promise<{ rows: ApplicationRow[]; total: number }> {
+  const rows = await db<ApplicationRow[]>`
+    SELECT * FROM applications WHERE tenant_id = ${tenantId}
+    ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`
+  const [{ total }] =
+    (await db`SELECT count(*)::int AS total FROM applications WHERE tenant_id = ${tenantId}`) as unknown as [
+      { total: number },
+    ]
+  return { rows, total }
+}
+
+export async function updateApplication(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+  change: {
+    name: string
+    redirectUris: string[]
+    postLogoutRedirectUris: string[]
+    resources: string[] | undefined
+    by: string
+  },
+): Promise<ApplicationRow | undefined> {
+  const [row] = await db<ApplicationRow[]>`
+    UPDATE applications SET name = ${change.name}, redirect_uris = ${change.redirectUris},
+      post_logout_redirect_uris = ${change.postLogoutRedirectUris},
+      resources = COALESCE(${change.resources ?? null}::text[], resources),
+      updated_at = now(), updated_by = ${change.by}
+    WHERE tenant_id = ${tenantId} AND id = ${id}
+    RETURNING *`
+  return row
+}
+
+export async function replaceSecret(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+  secret: { sealed: Buffer; masterKeyId: string; by: string },
+): Promise<ApplicationRow | undefined> {
+  const [row] = await db<ApplicationRow[]>`
+    UPDATE applications SET client_secret_sealed = ${secret.sealed}, client_secret_master_key_id = ${secret.masterKeyId},
+      client_secret_rotated_at = now(), updated_at = now(), updated_by = ${secret.by}
+    WHERE tenant_id = ${tenantId} AND id = ${id} AND client_secret_sealed IS NOT NULL
+    RETURNING *`
+  return row
+}
+
+export async function deleteApplication(db: Queryable, tenantId: string, id: string): Promise<boolean> {
+  const rows = await db`DELETE FROM applications WHERE tenant_id = ${tenantId} AND id = ${id}`
+  return rows.count === 1
+}
