@@ -30,6 +30,7 @@ export const OIDS = {
   pbkdf2: '2a864886f70d01050c',
   scrypt: '2b06010401da47040b',
   hmacWithSha256: '2a864886f70d0209',
+  hmacWithSha512: '2a864886f70d020b',
   aes256Cbc: '60864801650304012a',
   /** pbeWithSHA1And3-KeyTripleDES-CBC (PKCS#12). */
   pkcs12Sha1TripleDes: '2a864886f70d010c0103',
@@ -41,10 +42,11 @@ const aes = () => seq(oid(OIDS.aes256Cbc), octets(randomBytes(16)))
 const encryptedInfo = (algorithm: Buffer) => seq(algorithm, octets(randomBytes(64)))
 
 /** EncryptedPrivateKeyInfo, PBES2 with PBKDF2-HMAC-SHA256; the ciphertext is random bytes. */
-export function pbkdf2Encrypted(iterations: bigint | number): Buffer {
+export function pbkdf2Encrypted(iterations: bigint | number, prf: 'sha256' | 'sha512' = 'sha256'): Buffer {
+  const prfOid = prf === 'sha512' ? OIDS.hmacWithSha512 : OIDS.hmacWithSha256
   const kdf = seq(
     oid(OIDS.pbkdf2),
-    seq(octets(randomBytes(16)), int(iterations), seq(oid(OIDS.hmacWithSha256), Buffer.of(5, 0))),
+    seq(octets(randomBytes(16)), int(iterations), seq(oid(prfOid), Buffer.of(5, 0))),
   )
   return encryptedInfo(seq(oid(OIDS.pbes2), seq(kdf, aes())))
 }
