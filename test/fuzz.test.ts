@@ -26,6 +26,11 @@ const TARGET_CASES = 2_400
 /** Seeded random rounds after the systematic sweep (each round touches every operation). */
 const MIN_RANDOM_ROUNDS = 60
 const CONCURRENCY = 16
+/**
+ * The whole fuzz runs in one hook; it grows with every documented operation (about 65 s alone,
+ * over 120 s beside another test file on 2 cores), so it has its own bound, not the suite's.
+ */
+const FUZZ_TIMEOUT_MS = 600_000
 // Generous: valid bodies may ask for RSA-4096 keys (~1 s each on 2 cores), queued behind each other.
 const REQUEST_TIMEOUT_MS = 60_000
 const RAW_TIMEOUT_MS = 5_000
@@ -1743,7 +1748,7 @@ function rawCases(key: string): RawCase[] {
 
 // ---------------------------------------------------------------------------------------------
 
-describe(`fuzz (seed ${SEED})`, () => {
+describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
   let svc: TestService
   let ops: Operation[] = []
   let cases: FuzzCase[] = []
@@ -1752,91 +1757,96 @@ describe(`fuzz (seed ${SEED})`, () => {
   const healthDuring: { index: number; status: number | undefined; error?: string }[] = []
   let elapsedMs = 0
 
-  before(async () => {
-    svc = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: FUZZ_REDIRECT })
-    const admin = await svc.createTenant()
-    const owner = await memberSession(
-      svc,
-      await consoleClient(svc.baseUrl, FUZZ_REDIRECT),
-      admin.tenantId,
-      'tenant:owner',
-    )
-    const narrow = await svc.createTenant(['audit:read'])
-    const doomed = await svc.createTenant()
-    const revoke = await svc.request('POST', `${API}/api-keys/${doomed.apiKeyId}/revoke`, { key: doomed.key })
-    assert.equal(revoke.status, 200, `could not revoke a key for the fuzz: ${revoke.text}`)
-    keys = { member: owner.accessToken, full: admin.key, narrow: narrow.key, revoked: doomed.key }
+  before(
+    async () => {
+      svc = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: FUZZ_REDIRECT })
+      const admin = await svc.createTenant()
+      const owner = await memberSession(
+        svc,
+        await consoleClient(svc.baseUrl, FUZZ_REDIRECT),
+        admin.tenantId,
+        'tenant:owner',
+      )
+      const narrow = await svc.createTenant(['audit:read'])
+      const doomed = await svc.createTenant()
+      const revoke = await svc.request('POST', `${API}/api-keys/${doomed.apiKeyId}/revoke`, {
+        key: doomed.key,
+      })
+      assert.equal(revoke.status, 200, `could not revoke a key for the fuzz: ${revoke.text}`)
+      keys = { member: owner.accessToken, full: admin.key, narrow: narrow.key, revoked: doomed.key }
 
-    const docResponse = await svc.request('GET', `${API}/openapi.json`)
-    assert.equal(docResponse.status, 200, 'the OpenAPI document is served without a key')
-    ops = discoverOperations(docResponse.body as OpenApiDocument)
-    assert.ok(ops.length > 0, 'the OpenAPI document lists operations')
-    // The document itself is public but hidden from it; the rest say `security: []`.
-    const publicRoutes = [
-      routePattern(`${API}/openapi.json`),
-      ...ops.filter((op) => op.isPublic).map((op) => routePattern(op.template)),
-    ]
+      const docResponse = await svc.request('GET', `${API}/openapi.json`)
+      assert.equal(docResponse.status, 200, 'the OpenAPI document is served without a key')
+      ops = discoverOperations(docResponse.body as OpenApiDocument)
+      assert.ok(ops.length > 0, 'the OpenAPI document lists operations')
+      // The document itself is public but hidden from it; the rest say `security: []`.
+      const publicRoutes = [
+        routePattern(`${API}/openapi.json`),
+        ...ops.filter((op) => op.isPublic).map((op) => routePattern(op.template)),
+      ]
 
-    const rng = new Rng(SEED)
-    // Real keys of every type, so that key routes are fuzzed past the lookup, not only to 404.
-    const keyIds: string[] = []
-    for (const body of [
-      { name: 'fuzz-kem', keyType: 'Encryption' },
-      { name: 'fuzz-sign', keyType: 'Signing', algorithm: 'Ed25519' },
-      { name: 'fuzz-mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' },
-    ]) {
-      const created = await svc.request('POST', `${API}/keys`, { key: admin.key, body })
-      assert.equal(created.status, 201, `could not create a key for the fuzz: ${created.text}`)
-      keyIds.push(created.body.id)
-    }
-    // A secret with every kind of content and a folder, so secret routes get past the lookup too.
-    const folder = await svc.request('POST', `${API}/folders`, { key: admin.key, body: { name: 'fuzz' } })
-    assert.equal(folder.status, 201, `could not create a folder for the fuzz: ${folder.text}`)
-    const secret = await svc.request('POST', `${API}/secrets`, {
-      key: admin.key,
-      body: {
-        name: 'fuzz-secret',
-        value: 'v',
-        notes: 'n',
-        folderId: folder.body.id,
-        customFields: [{ name: 'pin', type: 'number', value: 1, sensitive: true }],
-        totp: { secret: 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ' },
-      },
-    })
-    assert.equal(secret.status, 201, `could not create a secret for the fuzz: ${secret.text}`)
-    cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes, {
-      keyId: keyIds,
-      id: [secret.body.id, folder.body.id],
-    }).build(TARGET_CASES, MIN_RANDOM_ROUNDS)
-
-    const started = performance.now()
-    // Health probes are interleaved with the fuzz: the service must keep answering while it runs.
-    const work: (FuzzCase | { probe: number })[] = []
-    cases.forEach((c, i) => {
-      if (i % HEALTH_PROBE_EVERY === 0) work.push({ probe: i })
-      work.push(c)
-    })
-    await runPool(work, CONCURRENCY, async (item) => {
-      if ('probe' in item) {
-        const o = await send(svc.baseUrl, {
-          id: -1,
-          category: 'health-probe',
-          method: 'GET',
-          target: HEALTH_PATH,
-          headers: {},
-          keyKind: 'none',
-        })
-        healthDuring.push({
-          index: item.probe,
-          status: o.status,
-          ...(o.transportError ? { error: o.transportError } : {}),
-        })
-        return
+      const rng = new Rng(SEED)
+      // Real keys of every type, so that key routes are fuzzed past the lookup, not only to 404.
+      const keyIds: string[] = []
+      for (const body of [
+        { name: 'fuzz-kem', keyType: 'Encryption' },
+        { name: 'fuzz-sign', keyType: 'Signing', algorithm: 'Ed25519' },
+        { name: 'fuzz-mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' },
+      ]) {
+        const created = await svc.request('POST', `${API}/keys`, { key: admin.key, body })
+        assert.equal(created.status, 201, `could not create a key for the fuzz: ${created.text}`)
+        keyIds.push(created.body.id)
       }
-      violations.push(...check(item, await send(svc.baseUrl, item)))
-    })
-    elapsedMs = performance.now() - started
-  })
+      // A secret with every kind of content and a folder, so secret routes get past the lookup too.
+      const folder = await svc.request('POST', `${API}/folders`, { key: admin.key, body: { name: 'fuzz' } })
+      assert.equal(folder.status, 201, `could not create a folder for the fuzz: ${folder.text}`)
+      const secret = await svc.request('POST', `${API}/secrets`, {
+        key: admin.key,
+        body: {
+          name: 'fuzz-secret',
+          value: 'v',
+          notes: 'n',
+          folderId: folder.body.id,
+          customFields: [{ name: 'pin', type: 'number', value: 1, sensitive: true }],
+          totp: { secret: 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ' },
+        },
+      })
+      assert.equal(secret.status, 201, `could not create a secret for the fuzz: ${secret.text}`)
+      cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes, {
+        keyId: keyIds,
+        id: [secret.body.id, folder.body.id],
+      }).build(TARGET_CASES, MIN_RANDOM_ROUNDS)
+
+      const started = performance.now()
+      // Health probes are interleaved with the fuzz: the service must keep answering while it runs.
+      const work: (FuzzCase | { probe: number })[] = []
+      cases.forEach((c, i) => {
+        if (i % HEALTH_PROBE_EVERY === 0) work.push({ probe: i })
+        work.push(c)
+      })
+      await runPool(work, CONCURRENCY, async (item) => {
+        if ('probe' in item) {
+          const o = await send(svc.baseUrl, {
+            id: -1,
+            category: 'health-probe',
+            method: 'GET',
+            target: HEALTH_PATH,
+            headers: {},
+            keyKind: 'none',
+          })
+          healthDuring.push({
+            index: item.probe,
+            status: o.status,
+            ...(o.transportError ? { error: o.transportError } : {}),
+          })
+          return
+        }
+        violations.push(...check(item, await send(svc.baseUrl, item)))
+      })
+      elapsedMs = performance.now() - started
+    },
+    { timeout: FUZZ_TIMEOUT_MS },
+  )
 
   after(async () => svc?.stop())
 
