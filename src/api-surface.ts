@@ -9,9 +9,11 @@ import { batchRoutes } from './crypto/batch-routes.ts'
 import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
 import { signingRoutes } from './crypto/signing-routes.ts'
+import { endUserRoutes } from './endusers/enduser-routes.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
+import { roleRoutes } from './roles/role-routes.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
 import { secretRoutes } from './secrets/secret-routes.ts'
@@ -50,6 +52,8 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(teamRoutes(deps.team))
     await api.register(settingsRoutes(deps.settings))
     await api.register(applicationRoutes(deps.applications))
+    await api.register(endUserRoutes(deps.endusers))
+    await api.register(roleRoutes(deps.roles))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

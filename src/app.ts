@@ -46,6 +46,8 @@ export type AppDeps = Pick<
   | 'team'
   | 'settings'
   | 'applications'
+  | 'endusers'
+  | 'roles'
 > & {
   version: string
   bodyLimitBytes: number
@@ -169,6 +171,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       identitySurface({
         logger: deps.logger,
         oidc: deps.identity.oidc,
+        clients: deps.identity.clients,
+        endUsers: deps.endusers,
+        links: deps.identity.links,
+        cors: deps.identity.cors,
+        passwordPolicyOf: async (tenantId) => (await deps.settings.getSecurity(tenantId)).passwordPolicy,
+        endSessionsOf: (accountId) => deps.identity!.endSessionsOf(accountId),
         accounts: deps.accounts,
         memberships: deps.identity.memberships,
         csrf: deps.identity.csrf,

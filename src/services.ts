@@ -13,6 +13,7 @@ import { createKeyObjectCache } from './crypto/key-object-cache.ts'
 import { createKeyResolver } from './crypto/key-resolver.ts'
 import { createSigningService, type SigningService } from './crypto/signing-service.ts'
 import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
+import { createEndUserService, type EndUserService } from './endusers/enduser-service.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
 import { type AccountService, createAccountService } from './identity/account-service.ts'
@@ -32,6 +33,7 @@ import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
 import { createRedis, waitUntilReady } from './platform/redis.ts'
+import { createRoleService, type RoleService } from './roles/role-service.ts'
 import { createRotationService, type RotationService } from './rotation/rotation-service.ts'
 import { createFolderService, type FolderService } from './secrets/folder-service.ts'
 import { createSecretSealing } from './secrets/secret-sealing.ts'
@@ -69,6 +71,10 @@ export interface Services {
   settings: SettingsService
   /** The tenant's applications (OpenID clients). */
   applications: ApplicationService
+  /** The people who use the tenant's applications (their accounts are the identity module's). */
+  endusers: EndUserService
+  /** Roles of applications and their assignment to end-users. */
+  roles: RoleService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -144,15 +150,18 @@ export async function createServices(
     cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
   })
   const accounts = createAccountService({ sql, masterKeys, clock })
-  const applications = createApplicationService({ sql, audit, masterKeys })
   const mailQueue = createMailQueue({
     redisUrl: config.redisUrl,
     prefix: async () => `${config.redisPrefix}jobs:${await jobNamespace(sql)}`,
     attempts: config.mail.attempts,
     logger,
   })
-  // The identity module and the team need each other's answers (roles; the issuer for links).
+  const mailer = createMailer(config.mail)
+  // The identity module, the team, applications, end-users and roles need each other's answers
+  // (member roles; the issuer for links; clients; role claims): late-bound here, once.
   let identity: Identity | undefined
+  let applications: ApplicationService | undefined
+  let roles: RoleService | undefined
   const team = createTeamService({
     sql,
     audit,
@@ -162,7 +171,7 @@ export async function createServices(
     bus,
     clock,
     mailQueue,
-    mailer: createMailer(config.mail),
+    mailer,
     linkBase: () => identity!.oidc.issuer(),
     cacheTtlMs: config.apiKeyCacheTtlMs,
   })
@@ -184,6 +193,44 @@ export async function createServices(
       totpRequiredFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods.totp.required,
     },
     grantCacheTtlMs: config.apiKeyCacheTtlMs,
+    audit,
+    mailQueue,
+    mailer,
+    clients: {
+      clientOf: (clientId) => applications!.clientOf(clientId),
+      applicationOf: (applicationId) => applications!.applicationOf(applicationId),
+      redirectOrigins: () => applications!.redirectOrigins(),
+    },
+    roles: {
+      roleNamesFor: (tenantId, accountId, applicationId) =>
+        roles!.roleNamesFor(tenantId, accountId, applicationId),
+    },
+  })
+  const endusers = createEndUserService({
+    sql,
+    audit,
+    accounts,
+    links: identity.links,
+    sessions: identity,
+    applications: { exists: (tenantId, id) => applications!.exists(tenantId, id) },
+    clock,
+  })
+  applications = createApplicationService({
+    sql,
+    audit,
+    masterKeys,
+    creators: endusers,
+    changed: (tenantId) => identity!.cors.changed(tenantId),
+  })
+  roles = createRoleService({
+    sql,
+    audit,
+    directories: {
+      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      requireEndUser: async (actor, id) => {
+        await endusers.get(actor, id)
+      },
+    },
   })
   const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
   const cryptoPool = createCryptoPool({
@@ -255,6 +302,8 @@ export async function createServices(
     mailQueue,
     settings,
     applications,
+    endusers,
+    roles,
     clock,
     cryptoPool,
     keys,

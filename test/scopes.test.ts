@@ -174,10 +174,16 @@ const ROWS: ScopeRow[] = [
     ],
     'endusers:read',
   ),
-  readRow('roles', ['/roles', `/roles/${ID}`]),
+  readRow('roles', ['/roles', `/roles/${ID}`, `/endusers/${ID}/roles`]),
   writeRow(
     'roles',
-    [write('POST', '/roles'), write('PUT', `/roles/${ID}`), write('DELETE', `/roles/${ID}`)],
+    [
+      write('POST', '/roles'),
+      write('PUT', `/roles/${ID}`),
+      write('DELETE', `/roles/${ID}`),
+      write('PUT', `/endusers/${ID}/roles/${ID}`),
+      write('DELETE', `/endusers/${ID}/roles/${ID}`),
+    ],
     'roles:read',
   ),
   readRow('audit', ['/audit']),
@@ -199,10 +205,6 @@ const NOT_BUILT: ReadonlySet<Scope> = new Set<Scope>([
   'ssh:write',
   'certificates:read',
   'certificates:write',
-  'endusers:read',
-  'endusers:write',
-  'roles:read',
-  'roles:write',
   'billing:read',
 ])
 

@@ -1,15 +1,19 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import { seal } from '../keyring/aead.ts'
+import type { AppCreator } from '../endusers/enduser-service.ts'
+import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import {
   type ApplicationRow,
   deleteApplication,
   getApplication,
+  getApplicationByClientId,
+  getApplicationById,
   insertApplication,
+  listAllRedirectUris,
   listApplications,
   replaceSecret,
   updateApplication,
@@ -71,6 +75,22 @@ const toView = (row: ApplicationRow): ApplicationView => ({
   updatedAt: row.updated_at.toISOString(),
 })
 
+/** The service's own resource indicators (a tenant's API): no application may declare them. */
+const RESERVED_RESOURCE_PREFIX = 'urn:kms:'
+
+const CLIENT_ID = /^app_[A-Za-z0-9_-]{20}$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The web origin of an http(s) URI; custom schemes (native apps) have none. */
+function originOf(uri: string): string | undefined {
+  try {
+    const url = new URL(uri)
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const FORBIDDEN_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:'])
 
 /** Absolute, no fragment, bounded; web apps use http(s), native apps may use their own scheme. */
@@ -92,6 +112,11 @@ function checkUris(
     if (uri.includes('#')) throw invalidField(path, 'must not have a fragment')
     if (FORBIDDEN_SCHEMES.has(url.protocol))
       throw invalidField(path, `must not use the ${url.protocol} scheme`)
+    if (kind === 'resource' && uri.toLowerCase().startsWith(RESERVED_RESOURCE_PREFIX))
+      throw invalidField(
+        path,
+        `must not start with ${RESERVED_RESOURCE_PREFIX} (the service's own resources)`,
+      )
     if (kind === 'redirect' && type !== 'native' && url.protocol !== 'https:' && url.protocol !== 'http:') {
       throw invalidField(path, 'must be an http or https URI (custom schemes are for native applications)')
     }
@@ -123,6 +148,28 @@ function checkName(name: string): string {
   return name
 }
 
+/**
+ * An application as the OpenID provider sees it (read on every use, so a change applies at once
+ * in every process). The secret is unsealed only for the provider's client authentication.
+ */
+export interface RegisteredClient {
+  applicationId: string
+  tenantId: string
+  clientId: string
+  name: string
+  applicationType: ApplicationType
+  clientSecret: string | undefined
+  redirectUris: string[]
+  postLogoutRedirectUris: string[]
+  resources: string[]
+}
+
+/** What the end-users module does when a team member registers an application (src/endusers). */
+export interface CreatorEnrolment {
+  prepareAppCreator(actor: Actor): Promise<AppCreator | undefined>
+  addAppCreator(tx: Queryable, actor: Actor, creator: AppCreator, applicationId: string): Promise<void>
+}
+
 export interface ApplicationService {
   list(
     actor: Actor,
@@ -135,12 +182,22 @@ export interface ApplicationService {
   /** A new secret (the old one stops working); 409 `public_client` for public types. */
   rotateSecret(actor: Actor, id: string): Promise<ApplicationView & { clientSecret: string }>
   remove(actor: Actor, id: string): Promise<void>
+  /** The provider's view of a client, by its client_id (any tenant: the client id says which). */
+  clientOf(clientId: string): Promise<RegisteredClient | undefined>
+  applicationOf(applicationId: string): Promise<RegisteredClient | undefined>
+  exists(tenantId: string, id: string): Promise<boolean>
+  /** Origins of every redirect and post-logout redirect URI (the CORS allow-list), per tenant. */
+  redirectOrigins(tenantId?: string): Promise<Map<string, Set<string>>>
 }
 
 export function createApplicationService(deps: {
   sql: Sql
   audit: AuditLog
   masterKeys: MasterKeyring
+  /** The registering team member joins the application's end-user list (spec 4.4). */
+  creators: CreatorEnrolment
+  /** After commit of any change: caches built from applications (CORS) are dropped everywhere. */
+  changed: (tenantId: string) => Promise<void>
 }): ApplicationService {
   const { sql, audit } = deps
   const secretAad = (id: string) => `kms application client secret v1 id:${id}`
@@ -154,6 +211,25 @@ export function createApplicationService(deps: {
     }
   }
   const missing = () => notFound('application_not_found', 'Application')
+  const registered = (row: ApplicationRow): RegisteredClient => {
+    const masterKey = row.client_secret_master_key_id
+      ? deps.masterKeys.find(row.client_secret_master_key_id)
+      : undefined
+    return {
+      applicationId: row.id,
+      tenantId: row.tenant_id,
+      clientId: row.client_id,
+      name: row.name,
+      applicationType: row.application_type,
+      clientSecret:
+        row.client_secret_sealed && masterKey
+          ? open(masterKey.key, row.client_secret_sealed, secretAad(row.id)).toString('utf8')
+          : undefined,
+      redirectUris: row.redirect_uris,
+      postLogoutRedirectUris: row.post_logout_redirect_uris,
+      resources: row.resources,
+    }
+  }
 
   return {
     async list(actor, page) {
@@ -173,6 +249,7 @@ export function createApplicationService(deps: {
       const id = randomUUID()
       const confidential = CONFIDENTIAL_TYPES.includes(input.applicationType)
       const secret = confidential ? newSecret(id) : undefined
+      const creator = await deps.creators.prepareAppCreator(actor)
       const row = await sql.begin(async (tx) => {
         const created = await insertApplication(tx, {
           id,
@@ -194,8 +271,11 @@ export function createApplicationService(deps: {
           outcome: 'success',
           details: { applicationType: input.applicationType, clientId: created.client_id },
         })
+        // In the same transaction: an application never exists without its creator on its list.
+        if (creator) await deps.creators.addAppCreator(tx, actor, creator, id)
         return created
       })
+      await deps.changed(actor.tenantId)
       return { ...toView(row), ...(secret ? { clientSecret: secret.secret } : {}) }
     },
     async update(actor, id, change) {
@@ -208,7 +288,7 @@ export function createApplicationService(deps: {
         change.resources === undefined
           ? undefined
           : checkUris(change.resources, 'body/resources', current.application_type, 'resource')
-      return sql.begin(async (tx) => {
+      const updated = await sql.begin(async (tx) => {
         const row = await updateApplication(tx, actor.tenantId, id, {
           name,
           redirectUris: [...change.redirectUris],
@@ -228,6 +308,8 @@ export function createApplicationService(deps: {
         })
         return toView(row)
       })
+      await deps.changed(actor.tenantId)
+      return updated
     },
     async rotateSecret(actor, id) {
       const current = await getApplication(sql, actor.tenantId, id)
@@ -266,6 +348,32 @@ export function createApplicationService(deps: {
           outcome: 'success',
         })
       })
+      await deps.changed(actor.tenantId)
+    },
+    async clientOf(clientId) {
+      if (!CLIENT_ID.test(clientId)) return undefined
+      const row = await getApplicationByClientId(sql, clientId)
+      return row ? registered(row) : undefined
+    },
+    async applicationOf(applicationId) {
+      if (!UUID.test(applicationId)) return undefined
+      const row = await getApplicationById(sql, applicationId)
+      return row ? registered(row) : undefined
+    },
+    async exists(tenantId, id) {
+      return (await getApplication(sql, tenantId, id)) !== undefined
+    },
+    async redirectOrigins(tenantId) {
+      const byTenant = new Map<string, Set<string>>()
+      for (const row of await listAllRedirectUris(sql, tenantId)) {
+        const origins = byTenant.get(row.tenant_id) ?? new Set<string>()
+        for (const uri of [...row.redirect_uris, ...row.post_logout_redirect_uris]) {
+          const origin = originOf(uri)
+          if (origin) origins.add(origin)
+        }
+        byTenant.set(row.tenant_id, origins)
+      }
+      return byTenant
     },
   }
 }

@@ -101,3 +101,27 @@ export async function deleteApplication(db: Queryable, tenantId: string, id: str
   const rows = await db`DELETE FROM applications WHERE tenant_id = ${tenantId} AND id = ${id}`
   return rows.count === 1
 }
+
+export async function getApplicationByClientId(
+  db: Queryable,
+  clientId: string,
+): Promise<ApplicationRow | undefined> {
+  const [row] = await db<ApplicationRow[]>`SELECT * FROM applications WHERE client_id = ${clientId}`
+  return row
+}
+
+/** Redirect URIs of one tenant's applications, or of every tenant's (the CORS preflight's union). */
+export async function listAllRedirectUris(
+  db: Queryable,
+  tenantId?: string,
+): Promise<Pick<ApplicationRow, 'tenant_id' | 'redirect_uris' | 'post_logout_redirect_uris'>[]> {
+  return tenantId
+    ? db`SELECT tenant_id, redirect_uris, post_logout_redirect_uris FROM applications WHERE tenant_id = ${tenantId}`
+    : db`SELECT tenant_id, redirect_uris, post_logout_redirect_uris FROM applications`
+}
+
+/** By id alone: the sign-in pages' links name an application, and the application names its tenant. */
+export async function getApplicationById(db: Queryable, id: string): Promise<ApplicationRow | undefined> {
+  const [row] = await db<ApplicationRow[]>`SELECT * FROM applications WHERE id = ${id}`
+  return row
+}

@@ -9,12 +9,14 @@ import {
   clearFailures,
   clearTotp,
   confirmTotp,
+  deleteAccount,
   findAccountByEmail,
   getAccount,
   getAccounts,
   getThrottle,
   insertAccount,
   recordFailure,
+  setDisabled,
   setPasswordHash,
   setTotpSecret,
   sweepThrottle,
@@ -24,6 +26,8 @@ import { decoyHash, hashPassword, MAX_PASSWORD_LENGTH, verifyPassword } from './
 import { base32Encode, matchTotp, newTotpSecret, otpauthUri } from './totp.ts'
 
 export const TEAM_REALM = 'team'
+/** The realm of a tenant's end-users: the same address in two tenants is two accounts. */
+export const tenantRealm = (tenantId: string) => `tenant:${tenantId}`
 
 export interface AccountView {
   id: string
@@ -80,6 +84,8 @@ export const THROTTLE = {
 export type SignInResult =
   | { outcome: 'ok'; account: AccountView }
   | { outcome: 'invalid' }
+  /** The password was right but sign-in is disabled (a blocked end-user): said only to who knows it. */
+  | { outcome: 'blocked' }
   | { outcome: 'locked'; retryAfterSeconds: number }
 
 export type TotpCheck = 'ok' | 'invalid' | 'locked'
@@ -126,13 +132,32 @@ export interface AccountService {
     input: { email: string; displayName?: string | null; password?: string | null },
     tx?: Queryable,
   ): Promise<AccountView>
+  /** An account of any realm (a tenant's end-users: `tenantRealm(id)`); 409 `account_exists`. */
+  createAccount(
+    realm: string,
+    input: { id?: string; email: string; displayName?: string | null; password?: string | null },
+    tx?: Queryable,
+  ): Promise<AccountView>
+  findAccount(realm: string, email: string, tx?: Queryable): Promise<AccountView | undefined>
   get(id: string): Promise<AccountView | undefined>
   getMany(ids: readonly string[]): Promise<AccountView[]>
   findTeamAccount(email: string): Promise<AccountView | undefined>
+  /** The argon2id hash of a password that meets the policy, or every way it falls short. */
+  preparePassword(
+    password: string,
+    policy: PasswordPolicy,
+  ): Promise<{ hash: string; problems?: undefined } | { hash?: undefined; problems: string[] }>
   /** 400 naming `password` when the policy is not met. */
   setPassword(id: string, password: string, policy?: PasswordPolicy): Promise<void>
-  /** The same answer for an unknown address, a wrong password and a disabled account. */
-  signIn(input: { email: string; password: string; clientIp: string }): Promise<SignInResult>
+  /**
+   * The same answer for an unknown address and a wrong password; `blocked` only after the right
+   * password. The realm is the team's unless said.
+   */
+  signIn(input: { realm?: string; email: string; password: string; clientIp: string }): Promise<SignInResult>
+  /** The identity half of block and unblock; false when the account does not exist. */
+  setSignInEnabled(id: string, enabled: boolean, tx?: Queryable): Promise<boolean>
+  /** Removes the identity user (credentials, factors, links); false when it was already gone. */
+  removeAccount(id: string, tx?: Queryable): Promise<boolean>
   /** Checks a password of a known account (the accept-invitation page), throttled like signIn. */
   checkPassword(id: string, password: string, clientIp: string): Promise<SignInResult>
   /** The secret to enrol: the unconfirmed one if there is one, else a new one; 409 once enrolled. */
@@ -197,11 +222,12 @@ export function createAccountService(deps: {
     const candidate = password.length <= MAX_PASSWORD_LENGTH ? password : ''
     // Always one argon2id verification, against a decoy when there is no usable hash.
     const ok = await verifyPassword(candidate, row?.password_hash ?? (await decoyHash()))
-    if (!ok || !row || row.password_hash === null || row.disabled_at !== null || candidate !== password) {
+    if (!ok || !row || row.password_hash === null || candidate !== password) {
       await fail(subject, clientIp)
       return { outcome: 'invalid' }
     }
     await clearFailures(sql, subject, clientIp)
+    if (row.disabled_at !== null) return { outcome: 'blocked' }
     return { outcome: 'ok', account: toView(row) }
   }
 
@@ -236,33 +262,49 @@ export function createAccountService(deps: {
     return 'ok'
   }
 
+  async function createAccount(
+    realm: string,
+    input: { id?: string; email: string; displayName?: string | null; password?: string | null },
+    tx?: Queryable,
+  ): Promise<AccountView> {
+    const email = checkEmail(input.email)
+    const displayName = input.displayName?.trim() || null
+    if (displayName && displayName.length > 200)
+      throw invalidField('displayName', 'must be at most 200 characters')
+    let passwordHash: string | null = null
+    if (input.password != null) {
+      const problems = passwordProblems(input.password, TEAM_PASSWORD_POLICY)
+      if (problems.length > 0) throw invalidField('password', `must have ${problems.join(', ')}`)
+      passwordHash = await hashPassword(input.password)
+    }
+    try {
+      const row = await insertAccount(tx ?? sql, {
+        id: input.id ?? randomUUID(),
+        realm,
+        email,
+        emailNormalized: normalizeEmail(email),
+        displayName,
+        passwordHash,
+      })
+      return toView(row)
+    } catch (err) {
+      if (isUniqueViolation(err, 'accounts_realm_email_unique')) throw accountExists()
+      throw err
+    }
+  }
+
+  async function findAccount(realm: string, email: string, tx?: Queryable): Promise<AccountView | undefined> {
+    const normalized = normalizeEmail(email)
+    if (!isPlausibleEmail(normalized)) return undefined
+    const row = await findAccountByEmail(tx ?? sql, realm, normalized)
+    return row ? toView(row) : undefined
+  }
+
   return {
-    async createTeamAccount(input, tx) {
-      const email = checkEmail(input.email)
-      const displayName = input.displayName?.trim() || null
-      if (displayName && displayName.length > 200)
-        throw invalidField('displayName', 'must be at most 200 characters')
-      let passwordHash: string | null = null
-      if (input.password != null) {
-        const problems = passwordProblems(input.password, TEAM_PASSWORD_POLICY)
-        if (problems.length > 0) throw invalidField('password', `must have ${problems.join(', ')}`)
-        passwordHash = await hashPassword(input.password)
-      }
-      try {
-        const row = await insertAccount(tx ?? sql, {
-          id: randomUUID(),
-          realm: TEAM_REALM,
-          email,
-          emailNormalized: normalizeEmail(email),
-          displayName,
-          passwordHash,
-        })
-        return toView(row)
-      } catch (err) {
-        if (isUniqueViolation(err, 'accounts_realm_email_unique')) throw accountExists()
-        throw err
-      }
+    createTeamAccount(input, tx) {
+      return createAccount(TEAM_REALM, input, tx)
     },
+    createAccount,
     async get(id) {
       const row = await getAccount(sql, id)
       return row ? toView(row) : undefined
@@ -270,11 +312,11 @@ export function createAccountService(deps: {
     async getMany(ids) {
       return (await getAccounts(sql, ids)).map(toView)
     },
-    async findTeamAccount(email) {
-      const normalized = normalizeEmail(email)
-      if (!isPlausibleEmail(normalized)) return undefined
-      const row = await findAccountByEmail(sql, TEAM_REALM, normalized)
-      return row ? toView(row) : undefined
+    findTeamAccount: (email) => findAccount(TEAM_REALM, email),
+    findAccount,
+    async preparePassword(password, policy) {
+      const problems = passwordProblems(password, policy)
+      return problems.length > 0 ? { problems } : { hash: await hashPassword(password) }
     },
     async setPassword(id, password, policy = TEAM_PASSWORD_POLICY) {
       const problems = passwordProblems(password, policy)
@@ -283,14 +325,14 @@ export function createAccountService(deps: {
       if (!(await setPasswordHash(sql, id, hash)))
         throw new AppError(404, 'account_not_found', 'Account not found')
     },
-    async signIn({ email, password, clientIp }) {
+    async signIn({ realm = TEAM_REALM, email, password, clientIp }) {
       const normalized = normalizeEmail(email)
       // What cannot be an address is not looked up (nor sent to the database), but costs the same.
-      const row = isPlausibleEmail(normalized)
-        ? await findAccountByEmail(sql, TEAM_REALM, normalized)
-        : undefined
-      return passwordAttempt(throttleSubject(TEAM_REALM, normalized), row, password, clientIp)
+      const row = isPlausibleEmail(normalized) ? await findAccountByEmail(sql, realm, normalized) : undefined
+      return passwordAttempt(throttleSubject(realm, normalized), row, password, clientIp)
     },
+    setSignInEnabled: (id, enabled, tx) => setDisabled(tx ?? sql, id, enabled ? null : clock.now()),
+    removeAccount: (id, tx) => deleteAccount(tx ?? sql, id),
     async checkPassword(id, password, clientIp) {
       const row = await getAccount(sql, id)
       return passwordAttempt(

@@ -99,6 +99,19 @@ export async function clearTotp(db: Queryable, id: string): Promise<void> {
     WHERE id = ${id}`
 }
 
+/** Sign-in enabled (NULL) or disabled (a time): the identity half of blocking an end-user. */
+export async function setDisabled(db: Queryable, id: string, disabledAt: Date | null): Promise<boolean> {
+  const rows = await db`
+    UPDATE accounts SET disabled_at = ${disabledAt}, updated_at = now() WHERE id = ${id}`
+  return rows.count === 1
+}
+
+/** Removes the account (its one-time links go with it); false when it was already gone. */
+export async function deleteAccount(db: Queryable, id: string): Promise<boolean> {
+  const rows = await db`DELETE FROM accounts WHERE id = ${id}`
+  return rows.count === 1
+}
+
 // --- sign-in throttling ------------------------------------------------------------------
 
 export interface ThrottleRow {

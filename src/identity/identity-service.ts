@@ -1,14 +1,25 @@
+import type { AuditLog } from '../audit/audit-log.ts'
 import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
 import type { IdentityConfig } from '../config.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { MailQueue } from '../mail/mail-queue.ts'
+import type { Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { createAccessTokenVerifier } from './access-token-verifier.ts'
+import { type AccountLinks, createAccountLinks } from './account-links.ts'
 import type { AccountService } from './account-service.ts'
-import { createOidcRuntime, type OidcRuntime, type SessionPolicy } from './oidc-provider.ts'
-import { sweepExpiredModels } from './oidc-store.ts'
+import { type CorsAllowlist, createCorsAllowlist } from './cors-allowlist.ts'
+import {
+  type ClientDirectory,
+  createOidcRuntime,
+  type OidcRuntime,
+  type RoleClaims,
+  type SessionPolicy,
+} from './oidc-provider.ts'
+import { destroyByAccount, sweepExpiredModels } from './oidc-store.ts'
 import { type Csrf, createCsrf } from './pages/csrf.ts'
 import type { PageSettings } from './pages/layout.ts'
 import type { MfaPolicy } from './pages/sign-in-routes.ts'
@@ -22,6 +33,13 @@ export interface Identity {
   pageSettings: PageSettings
   memberships: MembershipRoles
   mfaPolicy: MfaPolicy | undefined
+  /** One-time links (password reset, account set-up) and their e-mails. */
+  links: AccountLinks
+  cors: CorsAllowlist
+  /** Tenants' applications as the provider and the pages see them. */
+  clients: ClientDirectory
+  /** Ends every session, grant and token of an account, in every process. */
+  endSessionsOf(accountId: string): Promise<void>
   /** Expired provider rows, ended throttle windows, and the signing key's scheduled rotation. */
   sweep(): Promise<{ expiredModels: number; throttleRows: number; rotatedToVersion: number | null }>
 }
@@ -39,12 +57,32 @@ export function createIdentity(deps: {
   sessionPolicy?: SessionPolicy
   mfaPolicy?: MfaPolicy
   grantCacheTtlMs: number
+  audit: AuditLog
+  mailQueue?: MailQueue
+  mailer?: Mailer
+  /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
+  clients: ClientDirectory & { redirectOrigins(): Promise<Map<string, Set<string>>> }
+  roles: RoleClaims
 }): Identity {
   const signingKeys = createSigningKeys(deps)
   const pageSettings: PageSettings = { cdnHost: deps.config.cdnHost }
   // The verifier and the provider need each other: the provider reports revoked grants, the
   // verifier needs the issuer.
   let verifier: ReturnType<typeof createAccessTokenVerifier> | undefined
+  const consoleOrigins = () =>
+    deps.config.consoleRedirectUris.flatMap((uri) => {
+      try {
+        return [new URL(uri).origin]
+      } catch {
+        return []
+      }
+    })
+  const cors = createCorsAllowlist({
+    bus: deps.bus,
+    clock: deps.clock,
+    load: () => deps.clients.redirectOrigins(),
+    consoleOrigins,
+  })
   const oidc = createOidcRuntime({
     sql: deps.sql,
     config: deps.config,
@@ -56,6 +94,9 @@ export function createIdentity(deps: {
     ...(deps.sessionPolicy ? { sessionPolicy: deps.sessionPolicy } : {}),
     pageSettings,
     onGrantRevoked: (grantId) => verifier!.grantRevoked(grantId),
+    clients: deps.clients,
+    roles: deps.roles,
+    cors,
   })
   verifier = createAccessTokenVerifier({
     sql: deps.sql,
@@ -73,6 +114,20 @@ export function createIdentity(deps: {
     pageSettings,
     memberships: deps.memberships,
     mfaPolicy: deps.mfaPolicy,
+    links: createAccountLinks({
+      sql: deps.sql,
+      masterKeys: deps.masterKeys,
+      clock: deps.clock,
+      audit: deps.audit,
+      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
+      ...(deps.mailer ? { mailer: deps.mailer } : {}),
+      linkBase: () => oidc.issuer(),
+    }),
+    cors,
+    clients: deps.clients,
+    async endSessionsOf(accountId) {
+      for (const grantId of await destroyByAccount(deps.sql, accountId)) await verifier!.grantRevoked(grantId)
+    },
     async sweep() {
       const expiredModels = await sweepExpiredModels(deps.sql, 10_000)
       const throttleRows = await deps.accounts.sweepThrottle()

@@ -1,7 +1,11 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
+import type { AccountLinks } from './account-links.ts'
+import type { PasswordPolicy } from './account-service.ts'
+import type { CorsAllowlist } from './cors-allowlist.ts'
 import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
+import { accountLinkPages } from './pages/account-link-pages.ts'
 import { IDENTITY_CSS, type PageSettings, pageContext, pageHeaders, renderErrorPage } from './pages/layout.ts'
 import { type SignInDeps, signInRoutes } from './pages/sign-in-routes.ts'
 
@@ -14,6 +18,10 @@ export interface IdentitySurfaceDeps extends SignInDeps {
   pageSettings: PageSettings
   /** More page routes (accept-invitation) registered inside the pages' surface. */
   extraPages?: Array<(app: FastifyInstance) => Promise<void>>
+  links: AccountLinks
+  cors: CorsAllowlist
+  passwordPolicyOf(tenantId: string): Promise<PasswordPolicy>
+  endSessionsOf(accountId: string): Promise<void>
 }
 
 /**
@@ -29,7 +37,7 @@ export function identitySurface(deps: IdentitySurfaceDeps) {
     app.addHook('onRoute', (route) => {
       route.schema = { ...(route.schema ?? {}), hide: true }
     })
-    await app.register(providerSurface(deps.oidc, deps.pageSettings, deps.logger))
+    await app.register(providerSurface(deps.oidc, deps.cors, deps.pageSettings, deps.logger))
     await app.register(pagesSurface(deps))
   }
 }
@@ -50,7 +58,15 @@ function anyOrigin(res: ServerResponse): void {
   setHeader('access-control-allow-origin', '*')
 }
 
-function providerSurface(oidc: OidcRuntime, pageSettings: PageSettings, logger: Logger) {
+/** The provider's endpoints a browser calls cross-origin with a client: spec 4.4's allow-list applies. */
+const CLIENT_CORS = new Set<string>([
+  OIDC_ROUTES.token,
+  OIDC_ROUTES.userinfo,
+  OIDC_ROUTES.revocation,
+  OIDC_ROUTES.introspection,
+])
+
+function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: PageSettings, logger: Logger) {
   return async (app: FastifyInstance) => {
     // The provider reads its own bodies from the raw request.
     app.removeAllContentTypeParsers()
@@ -65,7 +81,27 @@ function providerSurface(oidc: OidcRuntime, pageSettings: PageSettings, logger: 
       res.setHeader('x-frame-options', 'DENY')
       res.setHeader('x-content-type-options', 'nosniff')
       res.setHeader('x-request-id', request.id)
+      const path = request.url.split('?', 1)[0] ?? ''
+      const origin = request.headers.origin
       if (PUBLIC_METADATA.has(request.routeOptions.url ?? '')) anyOrigin(res)
+      else if (origin && CLIENT_CORS.has(path)) {
+        try {
+          await cors.ready()
+        } catch (err) {
+          logger.error({ err: { message: (err as Error).message } }, 'CORS allow-list unavailable')
+        }
+        // A preflight names no client: it passes for an origin some tenant (or the console)
+        // allows; the request itself is then checked against its client's tenant (clientBasedCORS).
+        if (request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
+          if (!cors.allowsAnywhere(origin)) {
+            res.statusCode = 403
+            res.setHeader('vary', 'Origin')
+            res.setHeader('content-type', 'application/json')
+            res.end(JSON.stringify({ error: 'invalid_request', error_description: 'origin not allowed' }))
+            return
+          }
+        }
+      }
       try {
         await oidc.handle(request.raw, res)
       } catch (err) {
@@ -146,6 +182,7 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
         .send(IDENTITY_CSS),
     )
     await app.register(signInRoutes(deps))
+    await app.register(accountLinkPages(deps))
     for (const pages of deps.extraPages ?? []) await app.register(pages)
     // Anything else under the pages' paths (another method, a step that does not exist): a page too.
     for (const url of ['/sign-in/*', '/invitations/*']) {

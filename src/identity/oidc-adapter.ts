@@ -6,12 +6,15 @@ import { consumeModel, destroyByGrant, destroyModel, findModel, upsertModel } fr
  * oidc-provider's storage in PostgreSQL: one row per model instance (sessions, interactions,
  * codes, tokens, grants), JSONB payload, expiry (expired rows read as absent and are swept by the
  * job process). Clients are not stored here: the console is configured, tenants' applications
- * come from their own table. Destroying a grant tells every process (`onGrantRevoked`), so an
+ * come from their own table on every lookup (the provider keeps a parsed client per distinct
+ * metadata, so a changed application is a new client at once, in every process). Destroying a grant tells every process (`onGrantRevoked`), so an
  * access token of that grant stops working everywhere at once.
  */
 export function createOidcAdapterFactory(deps: {
   sql: Sql
   onGrantRevoked: (grantId: string) => Promise<void>
+  /** A tenant's application as client metadata, read from its table on every lookup. */
+  findClient: (clientId: string) => Promise<AdapterPayload | undefined>
 }): AdapterFactory {
   const { sql } = deps
   return (model: string): Adapter => ({
@@ -20,7 +23,7 @@ export function createOidcAdapterFactory(deps: {
       await upsertModel(sql, { model, id, payload: payload as Record<string, unknown>, expiresAt })
     },
     async find(id) {
-      if (model === 'Client') return undefined
+      if (model === 'Client') return deps.findClient(id)
       return toPayload(await findModel(sql, model, 'id', id))
     },
     async findByUid(uid) {

@@ -1,12 +1,21 @@
 import { hkdfSync } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import Provider, { type Configuration, errors, type KoaContextWithOIDC } from 'oidc-provider'
+import Provider, {
+  type AdapterPayload,
+  type ClientMetadata,
+  type Configuration,
+  errors,
+  interactionPolicy,
+  type KoaContextWithOIDC,
+  type ResourceServer,
+} from 'oidc-provider'
 import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
 import type { IdentityConfig } from '../config.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Sql } from '../platform/database.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
-import type { AccountService } from './account-service.ts'
+import { type AccountService, TEAM_REALM, tenantRealm } from './account-service.ts'
+import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import type { PageSettings } from './pages/layout.ts'
 import { renderProviderError, renderSignedOut, renderSignOut } from './pages/provider-pages.ts'
@@ -40,6 +49,61 @@ export const TOKEN_TTL = {
   grant: 14 * 24 * 3600,
 } as const
 
+/** A tenant's application as the provider needs it (src/applications), read on every use. */
+export interface TenantClient {
+  applicationId: string
+  tenantId: string
+  clientId: string
+  name: string
+  applicationType: 'spa' | 'traditional' | 'native' | 'machine_to_machine'
+  clientSecret: string | undefined
+  redirectUris: string[]
+  postLogoutRedirectUris: string[]
+  resources: string[]
+}
+
+export interface ClientDirectory {
+  clientOf(clientId: string): Promise<TenantClient | undefined>
+  /** By the application's id (the pages' links carry it). */
+  applicationOf(applicationId: string): Promise<TenantClient | undefined>
+}
+
+/** The roles an end-user holds in an application (src/roles): the tokens' `roles` claim. */
+export interface RoleClaims {
+  roleNamesFor(tenantId: string, accountId: string, applicationId: string): Promise<string[]>
+}
+
+/** Client metadata the service adds: which tenant and application a client is. */
+export const CLIENT_TENANT = 'kms_tenant_id'
+export const CLIENT_APPLICATION = 'kms_application_id'
+
+/** The realm whose accounts may sign in to a client: the team's for the console, the tenant's for its applications. */
+export function realmOfClient(client: { clientId: string; [key: string]: unknown }): string | undefined {
+  if (client.clientId === CONSOLE_CLIENT_ID) return TEAM_REALM
+  const tenantId = client[CLIENT_TENANT]
+  return typeof tenantId === 'string' ? tenantRealm(tenantId) : undefined
+}
+
+/** The provider's metadata for a tenant's application (docs/identity.md "Applications as clients"). */
+export function clientMetadata(app: TenantClient): ClientMetadata {
+  const machine = app.applicationType === 'machine_to_machine'
+  return {
+    client_id: app.clientId,
+    client_name: app.name,
+    application_type: app.applicationType === 'native' ? 'native' : 'web',
+    ...(app.clientSecret
+      ? { client_secret: app.clientSecret, token_endpoint_auth_method: 'client_secret_basic' }
+      : { token_endpoint_auth_method: 'none' }),
+    id_token_signed_response_alg: 'ES256',
+    grant_types: machine ? ['client_credentials'] : ['authorization_code', 'refresh_token'],
+    response_types: machine ? [] : ['code'],
+    redirect_uris: app.redirectUris,
+    post_logout_redirect_uris: app.postLogoutRedirectUris,
+    [CLIENT_TENANT]: app.tenantId,
+    [CLIENT_APPLICATION]: app.applicationId,
+  }
+}
+
 /** What the provider needs of tenant settings (src/settings); absent, the defaults above apply. */
 export interface SessionPolicy {
   accessTokenSecondsOf(tenantId: string): Promise<number | undefined>
@@ -56,6 +120,9 @@ export interface OidcDeps {
   sessionPolicy?: SessionPolicy
   pageSettings: PageSettings
   onGrantRevoked: (grantId: string) => Promise<void>
+  clients: ClientDirectory
+  roles: RoleClaims
+  cors: CorsAllowlist
 }
 
 /**
@@ -77,7 +144,14 @@ export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
   deps.signingKeys.onChange(() => {
     current = undefined
   })
-  const adapter = createOidcAdapterFactory({ sql: deps.sql, onGrantRevoked: deps.onGrantRevoked })
+  const adapter = createOidcAdapterFactory({
+    sql: deps.sql,
+    onGrantRevoked: deps.onGrantRevoked,
+    findClient: async (clientId) => {
+      const app = await deps.clients.clientOf(clientId)
+      return app ? (clientMetadata(app) as AdapterPayload) : undefined
+    },
+  })
 
   const runtime: OidcRuntime = {
     setIssuer(url) {
@@ -148,11 +222,17 @@ async function build(
       long: { signed: true, httpOnly: true, sameSite: 'lax' },
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
     },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+    // `roles` (an application's roles the end-user holds) comes with openid: in the ID token too.
+    claims: { openid: ['sub', 'roles'], email: ['email', 'email_verified'], profile: ['name'] },
+    conformIdTokenClaims: false,
+    extraClientMetadata: { properties: [CLIENT_TENANT, CLIENT_APPLICATION] },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'api'],
     pkce: { required: () => true },
     routes: OIDC_ROUTES,
-    interactions: { url: (_ctx, interaction) => `/sign-in/${interaction.uid}` },
+    interactions: {
+      url: (_ctx, interaction) => `/sign-in/${interaction.uid}`,
+      policy: policyWithRealms(),
+    },
     features: {
       devInteractions: { enabled: false },
       // A client may revoke and introspect its own tokens only (the console is public: no secret).
@@ -165,6 +245,7 @@ async function build(
         allowedPolicy: async (_ctx, client, token) => token.clientId === client.clientId,
       },
       userinfo: { enabled: true },
+      clientCredentials: { enabled: true },
       rpInitiatedLogout: {
         enabled: true,
         logoutSource: async (ctx, form) => {
@@ -181,9 +262,9 @@ async function build(
         defaultResource: async (_ctx, _client, oneOf) => oneOf,
         useGrantedResource: async () => false,
         getResourceServerInfo: async (ctx, resource, client) => {
+          if (client.clientId !== CONSOLE_CLIENT_ID) return applicationResource(deps, resource, client)
           const tenantId = tenantOfResource(resource)
-          // Tenants' own applications and their resources come with applications (issue 18).
-          if (client.clientId !== CONSOLE_CLIENT_ID || !tenantId) throw new errors.InvalidTarget()
+          if (!tenantId) throw new errors.InvalidTarget()
           if (!(await deps.tenants.get(tenantId))) throw new errors.InvalidTarget()
           const accountId = accountIdOf(ctx)
           if (accountId && !(await deps.memberships.roleOf(tenantId, accountId)))
@@ -202,11 +283,22 @@ async function build(
     // The console keeps members signed in with refresh tokens bound to the session: signing out
     // ends them (no offline_access).
     issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-    extraTokenClaims: async (_ctx, token) =>
-      token.kind === 'AccessToken' ? { gid: token.grantId } : undefined,
-    findAccount: async (_ctx, sub) => {
+    extraTokenClaims: async (ctx, token) => {
+      if (token.kind !== 'AccessToken') return undefined
+      const client = ctx.oidc.client
+      const roles =
+        client && client.clientId !== CONSOLE_CLIENT_ID && token.accountId
+          ? await rolesFor(deps, client, token.accountId)
+          : undefined
+      return { gid: token.grantId, ...(roles ? { roles } : {}) }
+    },
+    // An account signs in to the clients of its own realm only: a session of another realm (a
+    // member's, another tenant's user) is not an account for this client, and the login prompt asks again.
+    findAccount: async (ctx, sub) => {
       const account = await deps.accounts.get(sub)
+      const client = ctx.oidc.client
       if (!account || account.disabled) return undefined
+      if (client && account.realm !== realmOfClient(client as never)) return undefined
       return {
         accountId: account.id,
         claims: async () => ({
@@ -214,6 +306,9 @@ async function build(
           email: account.email,
           email_verified: true,
           ...(account.displayName ? { name: account.displayName } : {}),
+          ...(client && client.clientId !== CONSOLE_CLIENT_ID
+            ? { roles: (await rolesFor(deps, client, account.id)) ?? [] }
+            : {}),
         }),
       }
     },
@@ -234,10 +329,61 @@ async function build(
         out as { error: string; error_description?: string },
       )
     },
-    // Cross-origin calls to the token endpoint: tenants' CORS allow-lists come with applications.
-    clientBasedCORS: () => false,
+    // Spec 4.4: the tenant's allow-list (the surface made sure it is loaded: this must be synchronous).
+    clientBasedCORS: (_ctx, origin, client) =>
+      deps.cors.allows(
+        client.clientId === CONSOLE_CLIENT_ID ? CONSOLE_LIST : String(client[CLIENT_TENANT] ?? ''),
+        origin,
+      ),
   }
   const provider = new Provider(issuer, configuration)
   provider.proxy = false
   return provider
+}
+
+/** The login prompt also asks when the session's account is not of the client's realm. */
+function policyWithRealms() {
+  const policy = interactionPolicy.base()
+  policy
+    .get('login')!
+    .checks.add(
+      new interactionPolicy.Check('realm', 'The session belongs to another realm', (ctx) =>
+        ctx.oidc.session?.accountId && !ctx.oidc.account
+          ? interactionPolicy.Check.REQUEST_PROMPT
+          : interactionPolicy.Check.NO_NEED_TO_PROMPT,
+      ),
+    )
+  return policy
+}
+
+async function rolesFor(
+  deps: OidcDeps,
+  client: { [key: string]: unknown },
+  accountId: string,
+): Promise<string[] | undefined> {
+  const tenantId = client[CLIENT_TENANT]
+  const applicationId = client[CLIENT_APPLICATION]
+  if (typeof tenantId !== 'string' || typeof applicationId !== 'string') return undefined
+  return deps.roles.roleNamesFor(tenantId, accountId, applicationId)
+}
+
+/**
+ * RFC 8707 for a tenant's application: the resource must be one it declared (else
+ * `invalid_target`); the access token is a JWT whose `aud` is that resource.
+ */
+async function applicationResource(
+  deps: OidcDeps,
+  resource: string,
+  client: { clientId: string },
+): Promise<ResourceServer> {
+  const app = await deps.clients.clientOf(client.clientId)
+  if (!app || !app.resources.includes(resource)) throw new errors.InvalidTarget()
+  const ttl = (await deps.sessionPolicy?.accessTokenSecondsOf(app.tenantId)) ?? TOKEN_TTL.accessToken
+  return {
+    scope: '',
+    audience: resource,
+    accessTokenTTL: ttl,
+    accessTokenFormat: 'jwt',
+    jwt: { sign: { alg: 'ES256' } },
+  }
 }

@@ -55,6 +55,16 @@ export async function grantIdsOfAccount(db: Queryable, accountId: string): Promi
   return rows.map((row) => row.id)
 }
 
+/**
+ * Everything of one account: sessions, grants, codes and tokens. Returns the grants removed, so
+ * every process can drop them from its cache.
+ */
+export async function destroyByAccount(db: Queryable, accountId: string): Promise<string[]> {
+  const rows = await db<{ model: string; id: string }[]>`
+    DELETE FROM oidc_models WHERE payload->>'accountId' = ${accountId} RETURNING model, id`
+  return rows.filter((row) => row.model === 'Grant').map((row) => row.id)
+}
+
 export async function grantExists(db: Queryable, grantId: string): Promise<boolean> {
   const [row] = await db`
     SELECT 1 FROM oidc_models WHERE model = 'Grant' AND id = ${grantId} AND (expires_at IS NULL OR expires_at > now())`

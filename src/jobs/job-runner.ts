@@ -4,7 +4,14 @@ import type { Logger } from 'pino'
 import type { JobsConfig } from '../config.ts'
 import type { Identity } from '../identity/identity-service.ts'
 import type { KeyService } from '../keys/key-service.ts'
-import { INVITATION_EMAIL_JOB, type InvitationEmailJob, MAIL_QUEUE } from '../mail/mail-queue.ts'
+import {
+  ACCOUNT_LINK_EMAIL_JOB,
+  type AccountLinkEmailJob,
+  INVITATION_EMAIL_JOB,
+  type InvitationEmailJob,
+  MAIL_QUEUE,
+  mailJobOptions,
+} from '../mail/mail-queue.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
 import type { TeamService } from '../team/team-service.ts'
@@ -46,7 +53,7 @@ export interface JobDeps {
   /** Invitation e-mails: one send per job, and the sends whose job was lost. */
   team: Pick<TeamService, 'deliverInvitation' | 'overdueInvitations'>
   /** The provider's expired rows, sign-in throttle windows, the token signing key's rotation. */
-  identity: Pick<Identity, 'sweep'>
+  identity: Pick<Identity, 'sweep' | 'links'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -133,19 +140,29 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       if (job.name === 'identity-sweep') {
         const swept = await deps.identity.sweep()
         // A queued invitation e-mail whose job was lost (Redis restarted empty) is sent again.
-        const lost = await deps.team.overdueInvitations(Math.max(60_000, 3 * config.sweepMs))
+        const grace = Math.max(60_000, 3 * config.sweepMs)
+        const lost = await deps.team.overdueInvitations(grace)
         for (const send of lost) {
-          await mail.add(INVITATION_EMAIL_JOB, send, {
-            jobId: `${send.invitationId}.${send.sendCount}`,
-            attempts: 1,
-            removeOnComplete: true,
-            removeOnFail: 1000,
-          })
+          await mail.add(
+            INVITATION_EMAIL_JOB,
+            send,
+            mailJobOptions(`${send.invitationId}.${send.sendCount}`, 1),
+          )
         }
-        if (swept.expiredModels > 0 || swept.rotatedToVersion !== null || lost.length > 0) {
-          logger.info({ ...swept, resentInvitations: lost.length }, 'identity sweep')
+        // Likewise a reset or set-up link's e-mail.
+        const lostLinks = await deps.identity.links.overdue(grace)
+        for (const linkId of lostLinks) {
+          await mail.add(ACCOUNT_LINK_EMAIL_JOB, { linkId }, mailJobOptions(`link.${linkId}`, 1))
         }
-        return { ...swept, resentInvitations: lost.length }
+        const resent = { resentInvitations: lost.length, resentLinks: lostLinks.length }
+        if (
+          swept.expiredModels > 0 ||
+          swept.rotatedToVersion !== null ||
+          lost.length + lostLinks.length > 0
+        ) {
+          logger.info({ ...swept, ...resent }, 'identity sweep')
+        }
+        return { ...swept, ...resent }
       }
       if (job.name === 'webhook-sweep') {
         // A delivery job normally runs within moments of its due time; one overdue by several
@@ -187,14 +204,17 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     // Hand-overs are quick; the attempts' own limit is the scheduler's.
     { ...options, concurrency: HANDOVER_CONCURRENCY },
   )
-  // One invitation e-mail per job; BullMQ retries a failed send (the job's `attempts`), and the
+  // One e-mail (an invitation, a reset or set-up link) per job; BullMQ retries a failed send (the job's `attempts`), and the
   // last failure is recorded on the invitation and in the audit log.
   const mailWorker = new Worker(
     MAIL_QUEUE,
-    async (job: Job<InvitationEmailJob>) => {
-      if (job.name !== INVITATION_EMAIL_JOB) return null
+    async (job: Job<InvitationEmailJob | AccountLinkEmailJob>) => {
       const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
-      return deps.team.deliverInvitation(job.data, final)
+      if (job.name === INVITATION_EMAIL_JOB)
+        return deps.team.deliverInvitation(job.data as InvitationEmailJob, final)
+      if (job.name === ACCOUNT_LINK_EMAIL_JOB)
+        return deps.identity.links.deliver((job.data as AccountLinkEmailJob).linkId, final)
+      return null
     },
     { ...options, concurrency: 4 },
   )

@@ -4,6 +4,12 @@ import type { Logger } from 'pino'
 
 export const MAIL_QUEUE = 'mail'
 export const INVITATION_EMAIL_JOB = 'invitation-email'
+/** A one-time link of an account (password reset, account set-up). */
+export const ACCOUNT_LINK_EMAIL_JOB = 'account-link-email'
+
+export interface AccountLinkEmailJob {
+  linkId: string
+}
 
 export interface InvitationEmailJob {
   invitationId: string
@@ -13,6 +19,7 @@ export interface InvitationEmailJob {
 /** Hands outbound e-mail to the job process (BullMQ), so no request waits for SMTP. */
 export interface MailQueue {
   enqueueInvitation(job: InvitationEmailJob): Promise<void>
+  enqueueAccountLink(job: AccountLinkEmailJob): Promise<void>
   close(): Promise<void>
 }
 
@@ -48,13 +55,15 @@ export function createMailQueue(deps: {
   return {
     async enqueueInvitation(job) {
       const { queue: q } = await open()
-      await q.add(INVITATION_EMAIL_JOB, job, {
-        jobId: `${job.invitationId}.${job.sendCount}`,
-        attempts: deps.attempts,
-        backoff: { type: 'exponential', delay: 2000 },
-        removeOnComplete: true,
-        removeOnFail: 1000,
-      })
+      await q.add(
+        INVITATION_EMAIL_JOB,
+        job,
+        mailJobOptions(`${job.invitationId}.${job.sendCount}`, deps.attempts),
+      )
+    },
+    async enqueueAccountLink(job) {
+      const { queue: q } = await open()
+      await q.add(ACCOUNT_LINK_EMAIL_JOB, job, mailJobOptions(`link.${job.linkId}`, deps.attempts))
     },
     async close() {
       if (!queue) return
@@ -62,5 +71,16 @@ export function createMailQueue(deps: {
       await q.close()
       connection.disconnect()
     },
+  }
+}
+
+/** One send per job id; BullMQ retries a failed send `attempts` times with backoff. */
+export function mailJobOptions(jobId: string, attempts: number) {
+  return {
+    jobId,
+    attempts,
+    backoff: { type: 'exponential' as const, delay: 2000 },
+    removeOnComplete: true,
+    removeOnFail: 1000,
   }
 }

@@ -68,6 +68,23 @@ const EN = {
   inviteInvalid: 'This invitation link is not valid: it may have expired, been used or been revoked.',
   inviteDone: 'You are now a member of {tenant}. You can sign in to the console.',
   back: 'Start again',
+  blocked: 'This account is blocked. Contact the application’s administrator.',
+  forgotPassword: 'Forgot your password?',
+  forgotTitle: 'Reset your password',
+  forgotPrompt:
+    'Enter your e-mail address. If an account exists for it, we will send a link to choose a new password.',
+  sendLink: 'Send link',
+  forgotSent: 'If an account exists for this address, a link is on its way. It works once, for one hour.',
+  resetTitle: 'Choose a new password',
+  setupTitle: 'Set up your account',
+  newPassword: 'New password (at least {min} characters)',
+  repeatPassword: 'Repeat the password',
+  savePassword: 'Save password',
+  passwordsDiffer: 'The two passwords are not the same.',
+  passwordWeak: 'The password needs {problems}.',
+  linkInvalid: 'This link is not valid: it may have expired, been used, or been replaced by a newer one.',
+  passwordSaved: 'Your password is saved. You can now sign in with it.',
+  backToSignIn: 'Back to sign-in',
 }
 export type Messages = typeof EN
 
@@ -112,6 +129,25 @@ const ES: Messages = {
   inviteInvalid: 'Este enlace de invitación no es válido: puede haber caducado, haberse usado o revocado.',
   inviteDone: 'Ya eres miembro de {tenant}. Puedes iniciar sesión en la consola.',
   back: 'Empezar de nuevo',
+  blocked: 'Esta cuenta está bloqueada. Contacta con el administrador de la aplicación.',
+  forgotPassword: '¿Olvidaste tu contraseña?',
+  forgotTitle: 'Restablecer la contraseña',
+  forgotPrompt:
+    'Escribe tu correo electrónico. Si existe una cuenta, te enviaremos un enlace para elegir una contraseña nueva.',
+  sendLink: 'Enviar enlace',
+  forgotSent:
+    'Si existe una cuenta con esta dirección, el enlace está en camino. Funciona una vez, durante una hora.',
+  resetTitle: 'Elige una contraseña nueva',
+  setupTitle: 'Configura tu cuenta',
+  newPassword: 'Contraseña nueva (al menos {min} caracteres)',
+  repeatPassword: 'Repite la contraseña',
+  savePassword: 'Guardar contraseña',
+  passwordsDiffer: 'Las dos contraseñas no coinciden.',
+  passwordWeak: 'La contraseña necesita: {problems}.',
+  linkInvalid:
+    'Este enlace no es válido: puede haber caducado, haberse usado o haber sido sustituido por uno más reciente.',
+  passwordSaved: 'Tu contraseña está guardada. Ya puedes iniciar sesión con ella.',
+  backToSignIn: 'Volver a iniciar sesión',
 }
 const FR: Messages = {
   panelTitle: 'Clés et identité pour toute votre équipe',
@@ -154,6 +190,25 @@ const FR: Messages = {
   inviteInvalid: 'Ce lien d’invitation n’est pas valide : il a peut-être expiré, servi ou été révoqué.',
   inviteDone: 'Vous êtes maintenant membre de {tenant}. Vous pouvez vous connecter à la console.',
   back: 'Recommencer',
+  blocked: 'Ce compte est bloqué. Contactez l’administrateur de l’application.',
+  forgotPassword: 'Mot de passe oublié ?',
+  forgotTitle: 'Réinitialiser le mot de passe',
+  forgotPrompt:
+    'Saisissez votre adresse e-mail. Si un compte existe, nous enverrons un lien pour choisir un nouveau mot de passe.',
+  sendLink: 'Envoyer le lien',
+  forgotSent:
+    'Si un compte existe pour cette adresse, un lien est en route. Il fonctionne une fois, pendant une heure.',
+  resetTitle: 'Choisissez un nouveau mot de passe',
+  setupTitle: 'Configurez votre compte',
+  newPassword: 'Nouveau mot de passe (au moins {min} caractères)',
+  repeatPassword: 'Répétez le mot de passe',
+  savePassword: 'Enregistrer le mot de passe',
+  passwordsDiffer: 'Les deux mots de passe ne sont pas identiques.',
+  passwordWeak: 'Le mot de passe doit comporter : {problems}.',
+  linkInvalid:
+    'Ce lien n’est pas valide : il a peut-être expiré, déjà servi ou été remplacé par un plus récent.',
+  passwordSaved: 'Votre mot de passe est enregistré. Vous pouvez maintenant vous connecter.',
+  backToSignIn: 'Retour à la connexion',
 }
 const DE: Messages = {
   panelTitle: 'Schlüssel und Identität für Ihr ganzes Team',
@@ -196,6 +251,25 @@ const DE: Messages = {
   inviteInvalid: 'Dieser Einladungslink ist nicht gültig: Er ist abgelaufen, wurde benutzt oder widerrufen.',
   inviteDone: 'Sie sind jetzt Mitglied von {tenant}. Sie können sich in der Konsole anmelden.',
   back: 'Neu beginnen',
+  blocked: 'Dieses Konto ist gesperrt. Wenden Sie sich an den Administrator der Anwendung.',
+  forgotPassword: 'Passwort vergessen?',
+  forgotTitle: 'Passwort zurücksetzen',
+  forgotPrompt:
+    'Geben Sie Ihre E-Mail-Adresse ein. Wenn ein Konto existiert, senden wir einen Link für ein neues Passwort.',
+  sendLink: 'Link senden',
+  forgotSent:
+    'Wenn für diese Adresse ein Konto existiert, ist ein Link unterwegs. Er funktioniert einmal, eine Stunde lang.',
+  resetTitle: 'Neues Passwort wählen',
+  setupTitle: 'Konto einrichten',
+  newPassword: 'Neues Passwort (mindestens {min} Zeichen)',
+  repeatPassword: 'Passwort wiederholen',
+  savePassword: 'Passwort speichern',
+  passwordsDiffer: 'Die beiden Passwörter stimmen nicht überein.',
+  passwordWeak: 'Das Passwort braucht: {problems}.',
+  linkInvalid:
+    'Dieser Link ist ungültig: Er ist abgelaufen, wurde schon benutzt oder durch einen neueren ersetzt.',
+  passwordSaved: 'Ihr Passwort ist gespeichert. Sie können sich jetzt damit anmelden.',
+  backToSignIn: 'Zurück zur Anmeldung',
 }
 const IT: Messages = {
   panelTitle: 'Chiavi e identità per tutto il tuo team',
@@ -238,6 +312,25 @@ const IT: Messages = {
   inviteInvalid: 'Questo link di invito non è valido: potrebbe essere scaduto, già usato o revocato.',
   inviteDone: 'Ora sei membro di {tenant}. Puoi accedere alla console.',
   back: 'Ricomincia',
+  blocked: 'Questo account è bloccato. Contatta l’amministratore dell’applicazione.',
+  forgotPassword: 'Password dimenticata?',
+  forgotTitle: 'Reimposta la password',
+  forgotPrompt:
+    'Inserisci il tuo indirizzo e-mail. Se esiste un account, invieremo un link per scegliere una nuova password.',
+  sendLink: 'Invia link',
+  forgotSent:
+    'Se esiste un account per questo indirizzo, il link è in arrivo. Funziona una volta, per un’ora.',
+  resetTitle: 'Scegli una nuova password',
+  setupTitle: 'Configura il tuo account',
+  newPassword: 'Nuova password (almeno {min} caratteri)',
+  repeatPassword: 'Ripeti la password',
+  savePassword: 'Salva password',
+  passwordsDiffer: 'Le due password non coincidono.',
+  passwordWeak: 'La password richiede: {problems}.',
+  linkInvalid:
+    'Questo link non è valido: potrebbe essere scaduto, già usato o sostituito da uno più recente.',
+  passwordSaved: 'La tua password è salvata. Ora puoi accedere.',
+  backToSignIn: 'Torna all’accesso',
 }
 
 const MESSAGES: Record<Locale, Messages> = { en: EN, es: ES, fr: FR, de: DE, it: IT }

@@ -1,8 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
-import type { AccountService } from '../account-service.ts'
-import { CONSOLE_CLIENT_ID, type OidcRuntime, tenantOfResource } from '../oidc-provider.ts'
+import { type AccountService, TEAM_REALM, tenantRealm } from '../account-service.ts'
+import {
+  type ClientDirectory,
+  CONSOLE_CLIENT_ID,
+  type OidcRuntime,
+  type TenantClient,
+  tenantOfResource,
+} from '../oidc-provider.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
 import {
   esc,
@@ -19,8 +25,16 @@ export interface MfaPolicy {
   totpRequiredFor(tenantId: string): Promise<boolean>
 }
 
+/** What the sign-in needs of the end-users module: a user signing in joins the application's list. */
+export interface EndUserSignIns {
+  /** false: the account has no end-user record of the tenant, or it is blocked. */
+  recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
+}
+
 export interface SignInDeps {
   oidc: OidcRuntime
+  clients: ClientDirectory
+  endUsers: EndUserSignIns
   accounts: AccountService
   memberships: MembershipRoles
   csrf: Csrf
@@ -100,9 +114,17 @@ export function signInRoutes(deps: SignInDeps) {
     return pending && typeof pending.accountId === 'string' ? pending : undefined
   }
 
-  const tenantOf = (interaction: Interaction): string | undefined => {
+  /** The console's sign-in is for a tenant named by the resource; an application's, for its own tenant. */
+  const tenantOf = (interaction: Interaction, app: TenantClient | undefined): string | undefined => {
+    if (app) return app.tenantId
     const resource = interaction.params['resource']
     return typeof resource === 'string' ? tenantOfResource(resource) : undefined
+  }
+
+  /** The tenant application the interaction is for; undefined for the console. */
+  const applicationOf = async (interaction: Interaction): Promise<TenantClient | undefined> => {
+    const clientId = String(interaction.params['client_id'] ?? '')
+    return clientId === CONSOLE_CLIENT_ID ? undefined : deps.clients.clientOf(clientId)
   }
 
   /**
@@ -132,8 +154,12 @@ export function signInRoutes(deps: SignInDeps) {
     status: number,
     error?: string,
     email = '',
+    forgotLink?: string,
   ) {
     const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
+    const forgot = forgotLink
+      ? `<p><a class="link" href="${esc(forgotLink)}">${esc(ctx.t.forgotPassword)}</a></p>`
+      : ''
     const body = `${alert}<form method="post" action="/sign-in/${esc(uid)}/password" autocomplete="on">
 ${csrfFor(request, reply, `sign-in:${uid}`)}
 <label for="email">${esc(ctx.t.email)}</label>
@@ -141,7 +167,7 @@ ${csrfFor(request, reply, `sign-in:${uid}`)}
 <label for="password">${esc(ctx.t.password)}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
 <button type="submit">${esc(ctx.t.signIn)}</button>
-</form>`
+</form>${forgot}`
     return send(reply, status, renderPage(ctx, { title: ctx.t.signInTitle, body }))
   }
 
@@ -229,7 +255,10 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
     return { consent: { grantId: await grant.save() } }
   }
 
-  /** After the password (and TOTP when due): the member must belong to the tenant the token is for. */
+  /**
+   * After the password (and TOTP when due): a member must belong to the tenant the console's token
+   * is for; an end-user must have a record of the application's tenant, and joins its list.
+   */
   async function completeLogin(
     request: FastifyRequest,
     reply: FastifyReply,
@@ -238,7 +267,16 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
     accountId: string,
     amr: string[],
   ) {
-    const tenantId = tenantOf(interaction)
+    const app = await applicationOf(interaction)
+    if (app) {
+      if (!(await deps.endUsers.recordSignIn(app.tenantId, accountId, app.applicationId)))
+        return finish(request, reply, ctx, {
+          error: 'access_denied',
+          error_description: 'The account may not sign in to this application',
+        })
+      return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
+    }
+    const tenantId = tenantOf(interaction, undefined)
     if (tenantId && !(await deps.memberships.roleOf(tenantId, accountId))) {
       return finish(request, reply, ctx, {
         error: 'access_denied',
@@ -248,13 +286,21 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
     return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
   }
 
+  /** An application's sign-in page offers a reset; the console's members use the CLI or an admin. */
+  const forgotLinkOf = (app: TenantClient | undefined, interaction: Interaction): string | undefined =>
+    app
+      ? `/forgot-password?${new URLSearchParams({ applicationId: app.applicationId, return: `/sign-in/${interaction.uid}` })}`
+      : undefined
+
   return async (app: FastifyInstance) => {
     app.get('/sign-in/:uid', async (request, reply) => {
       const interaction = await interactionOf(request, reply)
       if (!interaction) return reply
       const ctx = contextOf(request, interaction)
+      const app = await applicationOf(interaction)
       if (interaction.prompt.name === 'consent') {
-        if (interaction.params['client_id'] === CONSOLE_CLIENT_ID) {
+        // The console and the tenant's own applications are first-party: no consent page.
+        if (interaction.params['client_id'] === CONSOLE_CLIENT_ID || app) {
           // First-party: no consent page. A GET, so the redirect chain is not a form's.
           const provider = await oidc.provider()
           const next = await provider.interactionResult(
@@ -270,7 +316,16 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
       const pending = pendingOf(interaction)
       if (pending?.enrol) return enrolPage(request, reply, ctx, interaction.uid, pending.accountId, 200)
       if (pending) return totpPage(request, reply, ctx, interaction.uid, 200)
-      return passwordPage(request, reply, ctx, interaction.uid, 200)
+      return passwordPage(
+        request,
+        reply,
+        ctx,
+        interaction.uid,
+        200,
+        undefined,
+        '',
+        forgotLinkOf(app, interaction),
+      )
     })
 
     app.post('/sign-in/:uid/password', async (request, reply) => {
@@ -287,13 +342,30 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
       }
       if (interaction.prompt.name !== 'login') return reply.redirect(`/sign-in/${interaction.uid}`, 303)
       const email = form['email'] ?? ''
-      const result = await accounts.signIn({ email, password: form['password'] ?? '', clientIp: request.ip })
+      const app = await applicationOf(interaction)
+      const forgot = forgotLinkOf(app, interaction)
+      const result = await accounts.signIn({
+        realm: app ? tenantRealm(app.tenantId) : TEAM_REALM,
+        email,
+        password: form['password'] ?? '',
+        clientIp: request.ip,
+      })
       if (result.outcome === 'locked')
-        return passwordPage(request, reply, ctx, interaction.uid, 429, ctx.t.locked, email)
+        return passwordPage(request, reply, ctx, interaction.uid, 429, ctx.t.locked, email, forgot)
       if (result.outcome === 'invalid')
-        return passwordPage(request, reply, ctx, interaction.uid, 401, ctx.t.invalidCredentials, email)
+        return passwordPage(
+          request,
+          reply,
+          ctx,
+          interaction.uid,
+          401,
+          ctx.t.invalidCredentials,
+          email,
+          forgot,
+        )
+      if (result.outcome === 'blocked') return send(reply, 403, renderErrorPage(ctx, ctx.t.blocked))
       const { account } = result
-      const tenantId = tenantOf(interaction)
+      const tenantId = tenantOf(interaction, app)
       const required = tenantId ? ((await deps.mfaPolicy?.totpRequiredFor(tenantId)) ?? false) : false
       if (account.totpEnrolled || required) {
         interaction.result = {

@@ -1,0 +1,321 @@
+import { randomUUID } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
+import type { AccountLinks, LinkKind } from '../identity/account-links.ts'
+import { type AccountService, checkEmail, normalizeEmail, tenantRealm } from '../identity/account-service.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
+import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
+import {
+  addToApplication,
+  deleteEndUser,
+  type EndUserFilter,
+  type EndUserRow,
+  findEndUserByEmail,
+  getEndUser,
+  insertEndUser,
+  listEndUsers,
+  setStatus,
+} from './enduser-store.ts'
+
+export const ENDUSER_STATUSES = ['active', 'blocked'] as const
+export type EndUserStatus = (typeof ENDUSER_STATUSES)[number]
+
+export interface EndUserView {
+  id: string
+  email: string
+  displayName: string | null
+  status: EndUserStatus
+  blockedAt: string | null
+  /** How the user came to be: `api`, `app_creator` or `sign_up`. */
+  source: EndUserRow['source']
+  /** The applications whose end-user list holds the user. */
+  applicationIds: string[]
+  /** Whether the user has chosen a password (a set-up link not yet used: false). */
+  hasPassword: boolean
+  createdAt: string
+  updatedAt: string
+}
+
+/** A link just issued: its e-mail is queued for the job process. */
+export interface LinkDispatch {
+  userId: string
+  emailDispatchStatus: 'queued'
+  linkExpiresAt: string
+}
+
+export interface EndUserSessions {
+  /** Ends every session, grant and token of the account in every process (after commit). */
+  endSessionsOf(accountId: string): Promise<void>
+}
+
+/** What the end-users module needs of applications (src/applications). */
+export interface ApplicationDirectory {
+  exists(tenantId: string, applicationId: string): Promise<boolean>
+}
+
+/** Prepared outside the application's transaction (it reads the team realm). */
+export interface AppCreator {
+  email: string
+  displayName: string | null
+}
+
+export interface EndUserService {
+  list(
+    actor: Actor,
+    filter: EndUserFilter,
+    page: { limit: number; offset: number },
+  ): Promise<{ data: EndUserView[]; total: number }>
+  get(actor: Actor, id: string): Promise<EndUserView>
+  /** The account (no password) and the record; the set-up link goes out by e-mail. 409 `enduser_exists`. */
+  createWithoutPassword(
+    actor: Actor,
+    input: { email: string; displayName?: string | undefined; applicationId?: string | undefined },
+  ): Promise<EndUserView & { setupLink: LinkDispatch }>
+  /** A reset link by e-mail (older reset links stop working); 409 `enduser_blocked`. */
+  sendPasswordReset(
+    actor: Actor,
+    id: string,
+    input: { applicationId?: string | undefined },
+  ): Promise<LinkDispatch>
+  block(actor: Actor, id: string): Promise<EndUserView>
+  unblock(actor: Actor, id: string): Promise<EndUserView>
+  /** Identity user first, then the record and what hangs on it; safe to retry after a failure. */
+  deletePermanently(actor: Actor, id: string): Promise<void>
+  /** The team member registering an application, as an end-user of its tenant (undefined: not a member). */
+  prepareAppCreator(actor: Actor): Promise<AppCreator | undefined>
+  /** In the application's transaction: the creator joins its end-user list, audited. */
+  addAppCreator(tx: Queryable, actor: Actor, creator: AppCreator, applicationId: string): Promise<void>
+  /** The sign-in pages: a user signing in to an application joins its list (false: no record, or blocked). */
+  recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
+}
+
+const toView = (row: EndUserRow, hasPassword: boolean): EndUserView => ({
+  id: row.id,
+  email: row.email,
+  displayName: row.display_name,
+  status: row.status,
+  blockedAt: row.blocked_at?.toISOString() ?? null,
+  source: row.source,
+  applicationIds: row.application_ids,
+  hasPassword,
+  createdAt: row.created_at.toISOString(),
+  updatedAt: row.updated_at.toISOString(),
+})
+
+const MEMBER_ACTOR = /^member:([0-9a-f-]{36})$/
+
+/**
+ * End-users (design/identity.md "Two contexts of an end-user"): the identity context (the account
+ * in the tenant's realm: credentials, sign-in enabled, sessions) belongs to the identity module and
+ * is changed through its AccountService; the record (profile, status, applications) is this
+ * module's. Both live in PostgreSQL, so one transaction coordinates them: the identity change is
+ * made first and is undone with the transaction when the record cannot be saved. Ending sessions
+ * and dropping caches in other processes happen after commit.
+ */
+export function createEndUserService(deps: {
+  sql: Sql
+  audit: AuditLog
+  accounts: AccountService
+  links: AccountLinks
+  sessions: EndUserSessions
+  applications: ApplicationDirectory
+  clock: Clock
+}): EndUserService {
+  const { sql, audit, accounts } = deps
+  const missing = () => notFound('enduser_not_found', 'End-user')
+
+  async function view(row: EndUserRow): Promise<EndUserView> {
+    const account = await accounts.get(row.id)
+    return toView(row, account?.hasPassword ?? false)
+  }
+
+  async function requireApplication(actor: Actor, applicationId: string | undefined) {
+    if (applicationId && !(await deps.applications.exists(actor.tenantId, applicationId)))
+      throw notFound('application_not_found', 'Application')
+  }
+
+  async function issueLink(
+    actor: Actor,
+    id: string,
+    kind: LinkKind,
+    applicationId: string | null,
+    tx: Queryable,
+  ): Promise<{ linkId: string; dispatch: LinkDispatch }> {
+    const { linkId, expiresAt } = await deps.links.issue(tx, { accountId: id, kind, applicationId })
+    await audit.recordInTransaction(tx, {
+      ...actor,
+      action: kind === 'reset' ? 'endusers.password_reset.send' : 'endusers.setup_link.send',
+      resource: `enduser:${id}`,
+      outcome: 'success',
+      details: applicationId ? { applicationId } : {},
+    })
+    return {
+      linkId,
+      dispatch: { userId: id, emailDispatchStatus: 'queued', linkExpiresAt: expiresAt.toISOString() },
+    }
+  }
+
+  /** Block and unblock: the identity change, then the record, in one transaction; idempotent. */
+  async function setBlocked(actor: Actor, id: string, blocked: boolean): Promise<EndUserView> {
+    const status: EndUserStatus = blocked ? 'blocked' : 'active'
+    const changed = await sql.begin(async (tx) => {
+      const row = await getEndUser(tx, actor.tenantId, id, { lock: true })
+      if (!row) throw missing()
+      if (row.status === status) return false
+      await accounts.setSignInEnabled(id, !blocked, tx)
+      if (!(await setStatus(tx, actor.tenantId, id, status, deps.clock.now()))) throw missing()
+      await audit.recordInTransaction(tx, {
+        ...actor,
+        action: blocked ? 'endusers.block' : 'endusers.unblock',
+        resource: `enduser:${id}`,
+        outcome: 'success',
+      })
+      return true
+    })
+    // After commit: a blocked user's sessions and refresh tokens end at once, everywhere.
+    if (changed && blocked) await deps.sessions.endSessionsOf(id)
+    const row = await getEndUser(sql, actor.tenantId, id)
+    if (!row) throw missing()
+    return view(row)
+  }
+
+  return {
+    async list(actor, filter, page) {
+      const { rows, total } = await listEndUsers(sql, actor.tenantId, filter, page)
+      const withPassword = new Set(
+        (await accounts.getMany(rows.map((row) => row.id))).filter((a) => a.hasPassword).map((a) => a.id),
+      )
+      return { data: rows.map((row) => toView(row, withPassword.has(row.id))), total }
+    },
+    async get(actor, id) {
+      const row = await getEndUser(sql, actor.tenantId, id)
+      if (!row) throw missing()
+      return view(row)
+    },
+    async createWithoutPassword(actor, input) {
+      const email = checkEmail(input.email, 'body/email')
+      const displayName = input.displayName?.trim() || null
+      await requireApplication(actor, input.applicationId)
+      const id = randomUUID()
+      const { linkId, dispatch } = await sql
+        .begin(async (tx) => {
+          await accounts.createAccount(tenantRealm(actor.tenantId), { id, email, displayName }, tx)
+          await insertEndUser(tx, {
+            id,
+            tenant_id: actor.tenantId,
+            email,
+            email_normalized: normalizeEmail(email),
+            display_name: displayName,
+            source: 'api',
+            created_by: actor.actor,
+          })
+          if (input.applicationId)
+            await addToApplication(tx, {
+              tenantId: actor.tenantId,
+              endUserId: id,
+              applicationId: input.applicationId,
+            })
+          await audit.recordInTransaction(tx, {
+            ...actor,
+            action: 'endusers.create',
+            resource: `enduser:${id}`,
+            outcome: 'success',
+            details: {
+              source: 'api',
+              ...(input.applicationId ? { applicationId: input.applicationId } : {}),
+            },
+          })
+          return issueLink(actor, id, 'setup', input.applicationId ?? null, tx)
+        })
+        .catch((err: unknown) => {
+          if (
+            (err instanceof AppError && err.code === 'account_exists') ||
+            isUniqueViolation(err, 'endusers_tenant_email_unique')
+          )
+            throw new AppError(409, 'enduser_exists', 'An end-user with this e-mail address already exists')
+          throw err
+        })
+      await deps.links.enqueue(linkId)
+      const row = await getEndUser(sql, actor.tenantId, id)
+      if (!row) throw missing()
+      return { ...toView(row, false), setupLink: dispatch }
+    },
+    async sendPasswordReset(actor, id, input) {
+      await requireApplication(actor, input.applicationId)
+      const { linkId, dispatch } = await sql.begin(async (tx) => {
+        const row = await getEndUser(tx, actor.tenantId, id, { lock: true })
+        if (!row) throw missing()
+        if (row.status === 'blocked')
+          throw new AppError(409, 'enduser_blocked', 'The end-user is blocked: unblock them first')
+        return issueLink(actor, id, 'reset', input.applicationId ?? null, tx)
+      })
+      await deps.links.enqueue(linkId)
+      return dispatch
+    },
+    block: (actor, id) => setBlocked(actor, id, true),
+    unblock: (actor, id) => setBlocked(actor, id, false),
+    async deletePermanently(actor, id) {
+      await sql.begin(async (tx) => {
+        const row = await getEndUser(tx, actor.tenantId, id, { lock: true })
+        if (!row) throw missing()
+        // The identity user first (absent already when an earlier attempt got that far), then the record.
+        const identityRemoved = await accounts.removeAccount(id, tx)
+        if (!(await deleteEndUser(tx, actor.tenantId, id))) throw missing()
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'endusers.delete_permanent',
+          resource: `enduser:${id}`,
+          outcome: 'success',
+          details: { identityRemoved },
+        })
+      })
+      await deps.sessions.endSessionsOf(id)
+    },
+    async prepareAppCreator(actor) {
+      const match = MEMBER_ACTOR.exec(actor.actor)
+      if (!match) return undefined
+      const account = await accounts.get(match[1]!)
+      return account ? { email: account.email, displayName: account.displayName } : undefined
+    },
+    async addAppCreator(tx, actor, creator, applicationId) {
+      const realm = tenantRealm(actor.tenantId)
+      let row = await findEndUserByEmail(tx, actor.tenantId, normalizeEmail(creator.email))
+      let created = false
+      if (!row) {
+        const account =
+          (await accounts.findAccount(realm, creator.email, tx)) ??
+          (await accounts.createAccount(
+            realm,
+            { email: creator.email, displayName: creator.displayName },
+            tx,
+          ))
+        await insertEndUser(tx, {
+          id: account.id,
+          tenant_id: actor.tenantId,
+          email: account.email,
+          email_normalized: normalizeEmail(account.email),
+          display_name: account.displayName,
+          source: 'app_creator',
+          created_by: actor.actor,
+        })
+        created = true
+        row = await getEndUser(tx, actor.tenantId, account.id)
+      }
+      await addToApplication(tx, { tenantId: actor.tenantId, endUserId: row!.id, applicationId })
+      await audit.recordInTransaction(tx, {
+        ...actor,
+        action: 'endusers.create.auto_from_app_creator',
+        resource: `enduser:${row!.id}`,
+        outcome: 'success',
+        details: { applicationId, newEndUser: created },
+      })
+    },
+    async recordSignIn(tenantId, accountId, applicationId) {
+      const row = await getEndUser(sql, tenantId, accountId)
+      if (!row || row.status === 'blocked') return false
+      await addToApplication(sql, { tenantId, endUserId: accountId, applicationId })
+      return true
+    },
+  }
+}

@@ -1,0 +1,260 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import type { AuditLog } from '../audit/audit-log.ts'
+import { open, seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { MailQueue } from '../mail/mail-queue.ts'
+import { MailError, type Mailer } from '../mail/mailer.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
+import {
+  type AccountLinkRow,
+  consumeLink,
+  findLiveLink,
+  getLink,
+  insertLink,
+  overdueLinks,
+  recordLinkDispatch,
+} from './account-link-store.ts'
+import { normalizeEmail } from './account-service.ts'
+import { findAccountByEmail, getAccount, setPasswordHash } from './account-store.ts'
+import { esc } from './pages/layout.ts'
+
+export type LinkKind = AccountLinkRow['kind']
+
+/** Spec 8: a reset link works once, for one hour; a set-up link for 7 days (as an invitation). */
+export const LINK_LIFETIME_MS: Record<LinkKind, number> = {
+  reset: 60 * 60_000,
+  setup: 7 * 24 * 60 * 60_000,
+}
+
+/** The pages that take each kind of link (docs/identity.md). */
+export const LINK_PATHS: Record<LinkKind, string> = {
+  reset: '/reset-password',
+  setup: '/set-up-account',
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const TOKEN = /^[A-Za-z0-9_-]{43}$/
+const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest()
+const linkAad = (id: string) => `kms account link v1 id:${id}`
+
+/** What a link's page sends back: the account it is for, the token, and (informational) the application. */
+export interface LinkClaim {
+  userId: string
+  token: string
+  kind: LinkKind
+}
+
+export interface AccountLinks {
+  /**
+   * Stores a new link in the caller's transaction (older live links of that kind for the account
+   * stop working); the e-mail is sent by the job process once `enqueue` is called after commit.
+   */
+  issue(
+    tx: Queryable,
+    input: { accountId: string; kind: LinkKind; applicationId: string | null },
+  ): Promise<{ linkId: string; expiresAt: Date }>
+  /** After commit. A lost job is found by the identity sweep (`overdue`). */
+  enqueue(linkId: string): Promise<void>
+  /** Whether the token is a live link of that kind for that user (never says which part is wrong). */
+  isLive(claim: LinkClaim): Promise<boolean>
+  /** Uses the link once, inside the caller's transaction; undefined when it is not live. */
+  consume(
+    tx: Queryable,
+    claim: LinkClaim,
+  ): Promise<{ accountId: string; applicationId: string | null } | undefined>
+  /**
+   * Sets the password chosen on a link's page and uses the link, in one transaction (the hash is
+   * made before it). undefined when the link is not live: nothing changes.
+   */
+  completeWithPassword(
+    claim: LinkClaim,
+    passwordHash: string,
+  ): Promise<{ accountId: string; applicationId: string | null } | undefined>
+  /**
+   * Self-service reset (POST /forgot-password): a reset link for the address in this realm when an
+   * account with sign-in enabled has it; nothing otherwise. The caller answers the same either way.
+   */
+  requestReset(input: { realm: string; email: string; applicationId: string | null }): Promise<void>
+  /** The job process: sends the link's e-mail once. */
+  deliver(linkId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
+  overdue(graceMs: number): Promise<string[]>
+}
+
+/**
+ * One-time links of accounts (design/identity.md "One-time links"): a random token stored only as
+ * its SHA-256, single use, with a lifetime, consumed by one atomic UPDATE. The link travels to the
+ * job process sealed under the master keyring and is dropped once the e-mail is out.
+ */
+export function createAccountLinks(deps: {
+  sql: Sql
+  masterKeys: MasterKeyring
+  clock: Clock
+  audit: AuditLog
+  mailQueue?: MailQueue
+  mailer?: Mailer
+  /** The issuer: links are `{ID_URL}{path}?userId=…&applicationId=…&token=…`. */
+  linkBase: () => string
+}): AccountLinks {
+  const { sql, clock } = deps
+
+  const wellFormed = (claim: LinkClaim) => UUID.test(claim.userId) && TOKEN.test(claim.token)
+  const tenantOfRealm = (realm: string) =>
+    realm.startsWith('tenant:') ? realm.slice('tenant:'.length) : null
+
+  const links: AccountLinks = {
+    async issue(tx, input) {
+      const id = randomUUID()
+      const token = randomBytes(32).toString('base64url')
+      const query = new URLSearchParams({ userId: input.accountId })
+      if (input.applicationId) query.set('applicationId', input.applicationId)
+      query.set('token', token)
+      const link = `${deps.linkBase()}${LINK_PATHS[input.kind]}?${query}`
+      const primary = deps.masterKeys.primary
+      const now = clock.now()
+      const expiresAt = new Date(now.getTime() + LINK_LIFETIME_MS[input.kind])
+      await insertLink(tx, {
+        id,
+        account_id: input.accountId,
+        kind: input.kind,
+        application_id: input.applicationId,
+        token_hash: hashToken(token),
+        link_sealed: seal(primary.key, Buffer.from(link, 'utf8'), linkAad(id)),
+        link_master_key_id: primary.id,
+        created_at: now,
+        expires_at: expiresAt,
+      })
+      return { linkId: id, expiresAt }
+    },
+    async enqueue(linkId) {
+      // A failure leaves the row queued: the identity sweep sends it.
+      await deps.mailQueue?.enqueueAccountLink({ linkId }).catch(() => {})
+    },
+    async isLive(claim) {
+      if (!wellFormed(claim)) return false
+      const row = await findLiveLink(sql, {
+        accountId: claim.userId,
+        kind: claim.kind,
+        tokenHash: hashToken(claim.token),
+        now: clock.now(),
+      })
+      return row !== undefined
+    },
+    async consume(tx, claim) {
+      if (!wellFormed(claim)) return undefined
+      const row = await consumeLink(tx, {
+        accountId: claim.userId,
+        kind: claim.kind,
+        tokenHash: hashToken(claim.token),
+        now: clock.now(),
+      })
+      return row ? { accountId: row.account_id, applicationId: row.application_id } : undefined
+    },
+    async completeWithPassword(claim, passwordHash) {
+      if (!wellFormed(claim)) return undefined
+      return sql.begin(async (tx) => {
+        const used = await consumeLink(tx, {
+          accountId: claim.userId,
+          kind: claim.kind,
+          tokenHash: hashToken(claim.token),
+          now: clock.now(),
+        })
+        if (!used) return undefined
+        await setPasswordHash(tx, used.account_id, passwordHash)
+        const account = await getAccount(tx, used.account_id)
+        const tenantId = account ? tenantOfRealm(account.realm) : null
+        if (tenantId)
+          await deps.audit.recordInTransaction(tx, {
+            tenantId,
+            actor: `enduser:${used.account_id}`,
+            action: claim.kind === 'reset' ? 'endusers.password_reset.complete' : 'endusers.setup.complete',
+            resource: `enduser:${used.account_id}`,
+            outcome: 'success',
+            details: used.application_id ? { applicationId: used.application_id } : {},
+          })
+        return { accountId: used.account_id, applicationId: used.application_id }
+      })
+    },
+    async requestReset(input) {
+      const normalized = normalizeEmail(input.email)
+      if (normalized.length > 254) return
+      const account = await findAccountByEmail(sql, input.realm, normalized)
+      const tenantId = tenantOfRealm(input.realm)
+      if (!account || account.disabled_at || !tenantId) return
+      const linkId = await sql.begin(async (tx) => {
+        const issued = await links.issue(tx, {
+          accountId: account.id,
+          kind: 'reset',
+          applicationId: input.applicationId,
+        })
+        await deps.audit.recordInTransaction(tx, {
+          tenantId,
+          actor: `enduser:${account.id}`,
+          action: 'endusers.password_reset.request',
+          resource: `enduser:${account.id}`,
+          outcome: 'success',
+          details: input.applicationId ? { applicationId: input.applicationId } : {},
+        })
+        return issued.linkId
+      })
+      await links.enqueue(linkId)
+    },
+    async deliver(linkId, final) {
+      const row = await getLink(sql, linkId)
+      if (!row || row.email_dispatch_status !== 'queued' || !row.link_sealed || !row.link_master_key_id)
+        return 'skipped'
+      if (row.revoked_at || row.consumed_at) return 'skipped'
+      const account = await getAccount(sql, row.account_id)
+      const masterKey = deps.masterKeys.find(row.link_master_key_id)
+      if (!account || !masterKey) return 'skipped'
+      const link = open(masterKey.key, row.link_sealed, linkAad(row.id)).toString('utf8')
+      try {
+        if (!deps.mailer) throw new MailError('smtp_not_configured')
+        await deps.mailer.send({ to: account.email, ...linkEmail(row.kind, link, row.expires_at) })
+      } catch (err) {
+        const reason = err instanceof MailError ? err.reason : 'smtp_failed'
+        if (!final && reason !== 'smtp_not_configured') throw err
+        await sql.begin(async (tx) => {
+          if (!(await recordLinkDispatch(tx, { id: row.id, status: 'failed', error: reason }))) return
+          const tenantId = account.realm.startsWith('tenant:') ? account.realm.slice('tenant:'.length) : null
+          if (!tenantId) return
+          await deps.audit.recordInTransaction(tx, {
+            tenantId,
+            actor: 'system:mail',
+            action: 'endusers.link.email_failed',
+            resource: `enduser:${account.id}`,
+            outcome: 'failure',
+            details: { kind: row.kind, reason },
+          })
+        })
+        return 'failed'
+      }
+      await recordLinkDispatch(sql, { id: row.id, status: 'sent', error: null })
+      return 'sent'
+    },
+    async overdue(graceMs) {
+      const rows = await overdueLinks(sql, new Date(clock.now().getTime() - graceMs))
+      return rows.map((row) => row.id)
+    },
+  }
+  return links
+}
+
+/** The e-mail of a link: plain text and simple HTML, the same words. */
+export function linkEmail(
+  kind: LinkKind,
+  link: string,
+  expiresAt: Date,
+): { subject: string; text: string; html: string } {
+  const until = expiresAt.toISOString().slice(0, 16).replace('T', ' ')
+  const subject = kind === 'reset' ? 'Reset your password' : 'Set up your account'
+  const action = kind === 'reset' ? 'Choose a new password' : 'Choose a password for your new account'
+  const text = `${action}: ${link}
+
+The link works once and until ${until} UTC. If you did not ask for this e-mail, ignore it.
+`
+  const html = `<p><a href="${esc(link)}">${esc(action)}</a></p>
+<p>The link works once and until ${esc(until)} UTC. If you did not ask for this e-mail, ignore it.</p>
+`
+  return { subject, text, html }
+}

@@ -1,0 +1,235 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
+import type { AccountLinks, LinkKind } from '../account-links.ts'
+import { type AccountService, type PasswordPolicy, tenantRealm } from '../account-service.ts'
+import type { ClientDirectory } from '../oidc-provider.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
+import {
+  esc,
+  type PageContext,
+  type PageSettings,
+  pageContext,
+  pageHeaders,
+  renderErrorPage,
+  renderPage,
+} from './layout.ts'
+
+export interface AccountLinkPagesDeps {
+  accounts: AccountService
+  links: AccountLinks
+  clients: ClientDirectory
+  csrf: Csrf
+  pageSettings: PageSettings
+  /** The tenant's password policy for its end-users (src/settings). */
+  passwordPolicyOf(tenantId: string): Promise<PasswordPolicy>
+  /** A new password ends the account's sessions everywhere. */
+  endSessionsOf(accountId: string): Promise<void>
+  logger: Logger
+}
+
+/** The error a link page answers when userId and token do not belong together (spec 7). */
+export const INVALID_LINK_CODE: Record<LinkKind, string> = {
+  reset: 'invalid_reset_token',
+  setup: 'invalid_setup_token',
+}
+
+const PATHS: Record<LinkKind, string> = { reset: '/reset-password', setup: '/set-up-account' }
+const SIGN_IN_RETURN = /^\/sign-in\/[A-Za-z0-9_-]{1,64}$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+type Fields = Record<string, string | undefined>
+const field = (fields: unknown, name: string): string | undefined => {
+  const value = (fields as Fields | undefined)?.[name]
+  return typeof value === 'string' ? value : undefined
+}
+
+/**
+ * Self-service pages of end-user accounts: forgot password (`POST /forgot-password` answers the
+ * same whether or not the account exists), and the pages of the e-mailed links, reset and account
+ * set-up, which take `userId`, `applicationId` and `token` and validate the user and the token
+ * together (400 `invalid_reset_token` when they do not match, a link used, expired or replaced).
+ */
+export function accountLinkPages(deps: AccountLinkPagesDeps) {
+  const { csrf, links } = deps
+  const send = (reply: FastifyReply, status: number, html: string) =>
+    reply.code(status).headers(pageHeaders(deps.pageSettings)).send(html)
+  const contextOf = (request: FastifyRequest) => pageContext(undefined, request.headers['accept-language'])
+
+  function csrfField(request: FastifyRequest, reply: FastifyReply, purpose: string): string {
+    const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), purpose)
+    if (issued.fresh)
+      reply.header(
+        'set-cookie',
+        `${CSRF_COOKIE}=${issued.cookieValue}; Path=/; HttpOnly; SameSite=Strict${request.protocol === 'https' ? '; Secure' : ''}`,
+      )
+    return `<input type="hidden" name="${CSRF_FIELD}" value="${esc(issued.token)}">`
+  }
+
+  const expired = (request: FastifyRequest, reply: FastifyReply, ctx: PageContext) =>
+    send(reply, 403, renderErrorPage(ctx, 'The form expired. Go back and try again.', request.url))
+
+  function invalidLink(reply: FastifyReply, ctx: PageContext, kind: LinkKind) {
+    const body = `<p class="error" role="alert">${esc(ctx.t.linkInvalid)}</p><p class="code">${INVALID_LINK_CODE[kind]}</p>`
+    return send(reply, 400, renderPage(ctx, { title: ctx.t.errorTitle, body }))
+  }
+
+  function forgotForm(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    applicationId: string,
+    back: string | undefined,
+  ) {
+    const body = `<p>${esc(ctx.t.forgotPrompt)}</p><form method="post" action="/forgot-password">
+${csrfField(request, reply, 'forgot-password')}
+<input type="hidden" name="applicationId" value="${esc(applicationId)}">
+${back ? `<input type="hidden" name="return" value="${esc(back)}">` : ''}
+<label for="email">${esc(ctx.t.email)}</label>
+<input id="email" name="email" type="email" autocomplete="username" required maxlength="254">
+<button type="submit">${esc(ctx.t.sendLink)}</button>
+</form>${backLink(ctx, back)}`
+    return send(reply, 200, renderPage(ctx, { title: ctx.t.forgotTitle, body }))
+  }
+
+  const backLink = (ctx: PageContext, back: string | undefined) =>
+    back ? `<p><a class="link" href="${esc(back)}">${esc(ctx.t.backToSignIn)}</a></p>` : ''
+
+  function passwordForm(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    kind: LinkKind,
+    claim: { userId: string; applicationId: string | undefined; token: string },
+    policy: PasswordPolicy,
+    status: number,
+    error?: string,
+  ) {
+    const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
+    const body = `${alert}<form method="post" action="${PATHS[kind]}">
+${csrfField(request, reply, `${kind}:${claim.userId}`)}
+<input type="hidden" name="userId" value="${esc(claim.userId)}">
+${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(claim.applicationId)}">` : ''}
+<input type="hidden" name="token" value="${esc(claim.token)}">
+<label for="password">${esc(ctx.t.newPassword.replace('{min}', String(policy.minLength)))}</label>
+<input id="password" name="password" type="password" autocomplete="new-password" required maxlength="256">
+<label for="repeat">${esc(ctx.t.repeatPassword)}</label>
+<input id="repeat" name="repeat" type="password" autocomplete="new-password" required maxlength="256">
+<button type="submit">${esc(ctx.t.savePassword)}</button>
+</form>`
+    return send(
+      reply,
+      status,
+      renderPage(ctx, { title: kind === 'reset' ? ctx.t.resetTitle : ctx.t.setupTitle, body }),
+    )
+  }
+
+  /** The claim of a link's query or form; undefined when a part is missing or malformed. */
+  function claimOf(fields: unknown) {
+    const userId = field(fields, 'userId')
+    const token = field(fields, 'token')
+    const applicationId = field(fields, 'applicationId')
+    if (!userId || !token) return undefined
+    if (applicationId !== undefined && !UUID.test(applicationId)) return undefined
+    return { userId, token, applicationId }
+  }
+
+  async function policyFor(userId: string): Promise<PasswordPolicy | undefined> {
+    const account = await deps.accounts.get(userId)
+    if (!account?.realm.startsWith('tenant:')) return undefined
+    return deps.passwordPolicyOf(account.realm.slice('tenant:'.length))
+  }
+
+  return async (app: FastifyInstance) => {
+    app.get('/forgot-password', async (request, reply) => {
+      const ctx = contextOf(request)
+      const applicationId = field(request.query, 'applicationId') ?? ''
+      const back = field(request.query, 'return')
+      const application = UUID.test(applicationId)
+        ? await deps.clients.applicationOf(applicationId)
+        : undefined
+      if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      return forgotForm(
+        request,
+        reply,
+        ctx,
+        applicationId,
+        back && SIGN_IN_RETURN.test(back) ? back : undefined,
+      )
+    })
+
+    app.post('/forgot-password', async (request, reply) => {
+      const ctx = contextOf(request)
+      if (!csrf.check(cookieOf(request, CSRF_COOKIE), 'forgot-password', field(request.body, CSRF_FIELD)))
+        return expired(request, reply, ctx)
+      const applicationId = field(request.body, 'applicationId') ?? ''
+      const email = (field(request.body, 'email') ?? '').slice(0, 320)
+      const back = field(request.body, 'return')
+      const application = UUID.test(applicationId)
+        ? await deps.clients.applicationOf(applicationId)
+        : undefined
+      if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      // The answer never depends on the account: the link is made after it, off this request's path.
+      void links
+        .requestReset({ realm: tenantRealm(application.tenantId), email, applicationId })
+        .catch((err: unknown) =>
+          deps.logger.error({ err: { message: (err as Error).message } }, 'password reset request failed'),
+        )
+      const body = `<p>${esc(ctx.t.forgotSent)}</p>${backLink(ctx, back && SIGN_IN_RETURN.test(back) ? back : undefined)}`
+      return send(reply, 200, renderPage(ctx, { title: ctx.t.forgotTitle, body }))
+    })
+
+    for (const kind of ['reset', 'setup'] as const) {
+      app.get(PATHS[kind], async (request, reply) => {
+        const ctx = contextOf(request)
+        const claim = claimOf(request.query)
+        const policy = claim ? await policyFor(claim.userId) : undefined
+        if (!claim || !policy || !(await links.isLive({ ...claim, kind })))
+          return invalidLink(reply, ctx, kind)
+        return passwordForm(request, reply, ctx, kind, claim, policy, 200)
+      })
+
+      app.post(PATHS[kind], async (request, reply) => {
+        const ctx = contextOf(request)
+        const claim = claimOf(request.body)
+        if (!claim) return invalidLink(reply, ctx, kind)
+        if (
+          !csrf.check(
+            cookieOf(request, CSRF_COOKIE),
+            `${kind}:${claim.userId}`,
+            field(request.body, CSRF_FIELD),
+          )
+        )
+          return expired(request, reply, ctx)
+        const policy = await policyFor(claim.userId)
+        if (!policy || !(await links.isLive({ ...claim, kind }))) return invalidLink(reply, ctx, kind)
+        const password = field(request.body, 'password') ?? ''
+        if (password !== (field(request.body, 'repeat') ?? ''))
+          return passwordForm(request, reply, ctx, kind, claim, policy, 400, ctx.t.passwordsDiffer)
+        const prepared = await deps.accounts.preparePassword(password, policy)
+        if (prepared.problems)
+          return passwordForm(
+            request,
+            reply,
+            ctx,
+            kind,
+            claim,
+            policy,
+            400,
+            ctx.t.passwordWeak.replace('{problems}', prepared.problems.join(', ')),
+          )
+        // Checked again as it is used: a second submission of the same link finds it consumed.
+        const done = await links.completeWithPassword({ ...claim, kind }, prepared.hash)
+        if (!done) return invalidLink(reply, ctx, kind)
+        await deps.endSessionsOf(done.accountId)
+        return send(
+          reply,
+          200,
+          renderPage(ctx, {
+            title: kind === 'reset' ? ctx.t.resetTitle : ctx.t.setupTitle,
+            body: `<p>${esc(ctx.t.passwordSaved)}</p>`,
+          }),
+        )
+      })
+    }
+  }
+}
