@@ -1,5 +1,7 @@
 import { Type } from 'typebox'
+import { LoginPanelSchema } from '../branding/login-panel.ts'
 import { nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { MfaMethodsSchema } from '../settings/settings-schemas.ts'
 import { APPLICATION_LIMITS, APPLICATION_TYPES } from './application-service.ts'
 
 const Uri = Type.String({
@@ -14,6 +16,15 @@ const ApplicationType = Type.Enum(APPLICATION_TYPES, {
 })
 const Name = Printable(200, 'A name for people')
 
+export const ApplicationBrandingSchema = Type.Object(
+  { loginPanel: LoginPanelSchema },
+  { additionalProperties: false, description: 'The sign-in pages’ panel for this application' },
+)
+nameSchema(ApplicationBrandingSchema, 'ApplicationBranding')
+const MfaSetting = (description: string) => Type.Union([MfaMethodsSchema, Type.Null()], { description })
+const BrandingSetting = (description: string) =>
+  Type.Union([ApplicationBrandingSchema, Type.Null()], { description })
+
 export const ApplicationSchema = Type.Object(
   {
     id: Uuid('The application'),
@@ -27,6 +38,10 @@ export const ApplicationSchema = Type.Object(
     resources: Type.Array(Type.String(), {
       description: 'RFC 8707 resource indicators the application may ask tokens for',
     }),
+    mfaMethods: MfaSetting(
+      'The application’s MFA methods, replacing the tenant’s in full; null: the tenant’s',
+    ),
+    branding: BrandingSetting('null: the tenant’s panel, then the defaults'),
     createdAt: Timestamp('Created'),
     updatedAt: Timestamp('Last changed'),
   },
@@ -58,6 +73,8 @@ export const CreateApplicationBody = Type.Object(
     redirectUris: Uris('Where the provider may send the browser back (none for machine_to_machine)'),
     postLogoutRedirectUris: Type.Optional(Uris('Where the browser may go after sign-out')),
     resources: Type.Optional(Uris('RFC 8707 resource indicators (absolute URIs)')),
+    mfaMethods: Type.Optional(MfaSetting('Absent or null: the tenant’s MFA methods apply')),
+    branding: Type.Optional(BrandingSetting('Absent or null: the tenant’s panel applies')),
   },
   {
     additionalProperties: false,
@@ -79,6 +96,8 @@ export const UpdateApplicationBody = Type.Object(
     redirectUris: Uris('Replaces the stored list'),
     postLogoutRedirectUris: Type.Optional(Uris('Replaces the stored list (absent: none)')),
     resources: Type.Optional(Uris('Absent: the stored resources stay; an empty array clears them')),
+    mfaMethods: Type.Optional(MfaSetting('Absent: kept; null: the tenant’s apply again')),
+    branding: Type.Optional(BrandingSetting('Absent: kept; null: removed')),
   },
   {
     additionalProperties: false,

@@ -1,11 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import { checkLoginPanel, type LoginPanel } from '../branding/login-panel.ts'
 import type { AppCreator } from '../endusers/enduser-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import { checkMfaMethods, type SecuritySettings } from '../settings/settings-service.ts'
 import {
   type ApplicationRow,
   deleteApplication,
@@ -30,6 +32,11 @@ export const CONFIDENTIAL_TYPES: readonly ApplicationType[] = ['traditional', 'm
 
 export const APPLICATION_LIMITS = { uris: 20, uriChars: 2048 } as const
 
+export type MfaMethods = SecuritySettings['mfaMethods']
+export interface ApplicationBranding {
+  loginPanel: LoginPanel
+}
+
 export interface ApplicationView {
   id: string
   name: string
@@ -41,6 +48,9 @@ export interface ApplicationView {
   redirectUris: string[]
   postLogoutRedirectUris: string[]
   resources: string[]
+  /** The application's own MFA methods, replacing the tenant's in full; null: the tenant's apply. */
+  mfaMethods: MfaMethods | null
+  branding: ApplicationBranding | null
   createdAt: string
   updatedAt: string
 }
@@ -51,6 +61,8 @@ export interface ApplicationInput {
   redirectUris: string[]
   postLogoutRedirectUris?: string[] | undefined
   resources?: string[] | undefined
+  mfaMethods?: MfaMethods | null | undefined
+  branding?: ApplicationBranding | null | undefined
 }
 
 /** PUT: the type never changes; `resources` left out keeps the stored ones, `[]` clears them. */
@@ -59,6 +71,9 @@ export interface ApplicationChange {
   redirectUris: string[]
   postLogoutRedirectUris?: string[] | undefined
   resources?: string[] | undefined
+  /** Like resources: left out keeps the stored value; null clears it. */
+  mfaMethods?: MfaMethods | null | undefined
+  branding?: ApplicationBranding | null | undefined
 }
 
 const toView = (row: ApplicationRow): ApplicationView => ({
@@ -71,6 +86,8 @@ const toView = (row: ApplicationRow): ApplicationView => ({
   redirectUris: row.redirect_uris,
   postLogoutRedirectUris: row.post_logout_redirect_uris,
   resources: row.resources,
+  mfaMethods: row.mfa_methods as MfaMethods | null,
+  branding: row.branding as ApplicationBranding | null,
   createdAt: row.created_at.toISOString(),
   updatedAt: row.updated_at.toISOString(),
 })
@@ -90,6 +107,8 @@ function originOf(uri: string): string | undefined {
     return undefined
   }
 }
+
+const keptOrSet = (value: unknown) => (value === undefined ? 'kept' : value === null ? 'cleared' : 'replaced')
 
 const FORBIDDEN_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:'])
 
@@ -142,6 +161,11 @@ function checkRedirects(
   checkUris(postLogout, 'body/postLogoutRedirectUris', type, 'redirect')
 }
 
+function checkSettings(input: { mfaMethods?: MfaMethods | null; branding?: ApplicationBranding | null }) {
+  if (input.mfaMethods) checkMfaMethods(input.mfaMethods, 'body/mfaMethods')
+  if (input.branding) checkLoginPanel(input.branding.loginPanel, 'body/branding/loginPanel')
+}
+
 function checkName(name: string): string {
   if (name.trim() !== name || name.length === 0)
     throw invalidField('body/name', 'must be 1 to 200 characters without surrounding spaces')
@@ -162,6 +186,8 @@ export interface RegisteredClient {
   redirectUris: string[]
   postLogoutRedirectUris: string[]
   resources: string[]
+  mfaMethods: MfaMethods | null
+  branding: ApplicationBranding | null
 }
 
 /** What the end-users module does when a team member registers an application (src/endusers). */
@@ -228,6 +254,8 @@ export function createApplicationService(deps: {
       redirectUris: row.redirect_uris,
       postLogoutRedirectUris: row.post_logout_redirect_uris,
       resources: row.resources,
+      mfaMethods: row.mfa_methods as MfaMethods | null,
+      branding: row.branding as ApplicationBranding | null,
     }
   }
 
@@ -246,6 +274,7 @@ export function createApplicationService(deps: {
       const postLogout = input.postLogoutRedirectUris ?? []
       checkRedirects(input.applicationType, input.redirectUris, postLogout)
       const resources = checkUris(input.resources ?? [], 'body/resources', input.applicationType, 'resource')
+      checkSettings(input)
       const id = randomUUID()
       const confidential = CONFIDENTIAL_TYPES.includes(input.applicationType)
       const secret = confidential ? newSecret(id) : undefined
@@ -262,6 +291,8 @@ export function createApplicationService(deps: {
           redirect_uris: [...input.redirectUris],
           post_logout_redirect_uris: [...postLogout],
           resources,
+          mfa_methods: input.mfaMethods ?? null,
+          branding: input.branding ?? null,
           created_by: actor.actor,
         })
         await audit.recordInTransaction(tx, {
@@ -288,12 +319,15 @@ export function createApplicationService(deps: {
         change.resources === undefined
           ? undefined
           : checkUris(change.resources, 'body/resources', current.application_type, 'resource')
+      checkSettings(change)
       const updated = await sql.begin(async (tx) => {
         const row = await updateApplication(tx, actor.tenantId, id, {
           name,
           redirectUris: [...change.redirectUris],
           postLogoutRedirectUris: [...postLogout],
           resources,
+          mfaMethods: change.mfaMethods,
+          branding: change.branding,
           by: actor.actor,
         })
         if (!row) throw missing()
@@ -304,6 +338,8 @@ export function createApplicationService(deps: {
           outcome: 'success',
           details: {
             resources: resources === undefined ? 'kept' : resources.length === 0 ? 'cleared' : 'replaced',
+            mfaMethods: keptOrSet(change.mfaMethods),
+            branding: keptOrSet(change.branding),
           },
         })
         return toView(row)

@@ -13,6 +13,9 @@ export interface ApplicationRow {
   redirect_uris: string[]
   post_logout_redirect_uris: string[]
   resources: string[]
+  /** Migration 0013: the application's own MFA methods (NULL: the tenant's) and login panel. */
+  mfa_methods: Record<string, { enabled: boolean; required: boolean }> | null
+  branding: { loginPanel: Record<string, unknown> } | null
   created_at: Date
   created_by: string
   updated_at: Date
@@ -26,11 +29,12 @@ export async function insertApplication(
   const [created] = await db<ApplicationRow[]>`
     INSERT INTO applications (id, tenant_id, name, application_type, client_id, client_secret_sealed,
       client_secret_master_key_id, client_secret_rotated_at, redirect_uris, post_logout_redirect_uris,
-      resources, created_by, updated_by)
+      resources, mfa_methods, branding, created_by, updated_by)
     VALUES (${row.id}, ${row.tenant_id}, ${row.name}, ${row.application_type}, ${row.client_id},
       ${row.client_secret_sealed}, ${row.client_secret_master_key_id},
       ${row.client_secret_sealed ? new Date() : null}, ${row.redirect_uris}, ${row.post_logout_redirect_uris},
-      ${row.resources}, ${row.created_by}, ${row.created_by})
+      ${row.resources}, ${jsonOrNull(db, row.mfa_methods)}, ${jsonOrNull(db, row.branding)},
+      ${row.created_by}, ${row.created_by})
     RETURNING *`
   return created!
 }
@@ -70,6 +74,9 @@ export async function updateApplication(
     redirectUris: string[]
     postLogoutRedirectUris: string[]
     resources: string[] | undefined
+    /** undefined: kept; null: cleared. */
+    mfaMethods: ApplicationRow['mfa_methods'] | undefined
+    branding: ApplicationRow['branding'] | undefined
     by: string
   },
 ): Promise<ApplicationRow | undefined> {
@@ -77,6 +84,10 @@ export async function updateApplication(
     UPDATE applications SET name = ${change.name}, redirect_uris = ${change.redirectUris},
       post_logout_redirect_uris = ${change.postLogoutRedirectUris},
       resources = COALESCE(${change.resources ?? null}::text[], resources),
+      mfa_methods = CASE WHEN ${change.mfaMethods === undefined} THEN mfa_methods
+                         ELSE ${jsonOrNull(db, change.mfaMethods ?? null)}::jsonb END,
+      branding = CASE WHEN ${change.branding === undefined} THEN branding
+                      ELSE ${jsonOrNull(db, change.branding ?? null)}::jsonb END,
       updated_at = now(), updated_by = ${change.by}
     WHERE tenant_id = ${tenantId} AND id = ${id}
     RETURNING *`
@@ -125,3 +136,5 @@ export async function getApplicationById(db: Queryable, id: string): Promise<App
   const [row] = await db<ApplicationRow[]>`SELECT * FROM applications WHERE id = ${id}`
   return row
 }
+
+const jsonOrNull = (db: Queryable, value: object | null) => (value === null ? null : db.json(value as never))

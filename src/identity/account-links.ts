@@ -201,7 +201,7 @@ export function createAccountLinks(deps: {
     },
     async deliver(linkId, final) {
       const row = await getLink(sql, linkId)
-      if (!row || row.email_dispatch_status !== 'queued' || !row.link_sealed || !row.link_master_key_id)
+      if (row?.email_dispatch_status !== 'queued' || !row.link_sealed || !row.link_master_key_id)
         return 'skipped'
       if (row.revoked_at || row.consumed_at) return 'skipped'
       const account = await getAccount(sql, row.account_id)

@@ -377,7 +377,7 @@ async function applicationResource(
   client: { clientId: string },
 ): Promise<ResourceServer> {
   const app = await deps.clients.clientOf(client.clientId)
-  if (!app || !app.resources.includes(resource)) throw new errors.InvalidTarget()
+  if (!app?.resources.includes(resource)) throw new errors.InvalidTarget()
   const ttl = (await deps.sessionPolicy?.accessTokenSecondsOf(app.tenantId)) ?? TOKEN_TTL.accessToken
   return {
     scope: '',

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { LoginPanelBody, LoginPanelSchema } from '../branding/login-panel.ts'
 import { errorResponses } from '../platform/http-schemas.ts'
 import { SecuritySettingsPatchBody, SecuritySettingsSchema } from './settings-schemas.ts'
 import type { SecuritySettingsPatch, SettingsService } from './settings-service.ts'
@@ -38,6 +39,34 @@ export function settingsRoutes(settings: SettingsService): FastifyPluginAsyncTyp
         },
       },
       async (request) => settings.updateSecurity(actorOf(request), request.body as SecuritySettingsPatch),
+    )
+    app.get(
+      '/settings/branding',
+      {
+        config: { access: access.authenticated() },
+        schema: {
+          tags: TAGS,
+          summary:
+            'The tenant’s login panel (image, title and text per locale): the fallback of its applications',
+          operationId: 'getBranding',
+          response: { 200: LoginPanelSchema, ...errorResponses() },
+        },
+      },
+      async (request) => settings.getBranding(actorOf(request).tenantId),
+    )
+    app.put(
+      '/settings/branding',
+      {
+        config: { access: access.role('tenant:owner', 'tenant:admin') },
+        schema: {
+          tags: TAGS,
+          summary: 'Replace the tenant’s login panel; audited with the editor',
+          operationId: 'updateBranding',
+          body: LoginPanelBody,
+          response: { 200: LoginPanelSchema, ...errorResponses(403) },
+        },
+      },
+      async (request) => settings.updateBranding(actorOf(request), request.body),
     )
   }
 }

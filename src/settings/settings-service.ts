@@ -1,8 +1,15 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import { checkLoginPanel, type LoginPanel } from '../branding/login-panel.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError } from '../platform/errors.ts'
-import { getSecurityDocument, lockSecurityDocument, saveSecurityDocument } from './settings-store.ts'
+import {
+  getBrandingDocument,
+  getSecurityDocument,
+  lockSecurityDocument,
+  saveBrandingDocument,
+  saveSecurityDocument,
+} from './settings-store.ts'
 
 export const MFA_METHODS = ['totp', 'emailOtp', 'smsOtp'] as const
 export type MfaMethod = (typeof MFA_METHODS)[number]
@@ -98,10 +105,15 @@ function apply(
 
 /** Rules across fields, checked on the result: a method cannot be required and disabled. */
 function check(settings: SecuritySettings): void {
+  checkMfaMethods(settings.mfaMethods, 'body/mfaMethods')
+}
+
+/** A required method must be enabled (the tenant's, or an application's own set). */
+export function checkMfaMethods(methods: SecuritySettings['mfaMethods'], field: string): void {
   for (const method of MFA_METHODS) {
-    const { enabled, required } = settings.mfaMethods[method]
+    const { enabled, required } = methods[method]
     if (required && !enabled) {
-      const path = `body/mfaMethods/${method}/required`
+      const path = `${field}/${method}/required`
       const message = `cannot be true while ${method} is not enabled`
       throw new AppError(400, 'validation_failed', `${path} ${message}`, { fields: [{ path, message }] })
     }
@@ -112,6 +124,10 @@ export interface SettingsService {
   getSecurity(tenantId: string): Promise<SecuritySettings>
   /** Owners and admins (the route decides); audited `settings.security.update` with the changed fields. */
   updateSecurity(actor: Actor, patch: SecuritySettingsPatch): Promise<SecuritySettings>
+  /** The tenant's login panel: the fallback of its applications' (empty: the service's defaults). */
+  getBranding(tenantId: string): Promise<LoginPanel>
+  /** Replaces it; audited `settings.branding.update` with the editor. */
+  updateBranding(actor: Actor, branding: LoginPanel): Promise<LoginPanel>
 }
 
 export function createSettingsService(deps: { sql: Sql; audit: AuditLog }): SettingsService {
@@ -135,6 +151,26 @@ export function createSettingsService(deps: { sql: Sql; audit: AuditLog }): Sett
         })
         return result
       })
+    },
+    async getBranding(tenantId) {
+      return ((await getBrandingDocument(deps.sql, tenantId)) ?? {}) as LoginPanel
+    },
+    async updateBranding(actor, branding) {
+      const checked = checkLoginPanel(branding, 'body')
+      await deps.sql.begin(async (tx) => {
+        await saveBrandingDocument(tx, actor.tenantId, checked as Record<string, unknown>, actor.actor)
+        await deps.audit.recordInTransaction(tx, {
+          ...actor,
+          action: 'settings.branding.update',
+          resource: `settings:branding:${actor.tenantId}`,
+          outcome: 'success',
+          details: {
+            image: checked.imageUrl !== undefined,
+            locales: Object.keys(checked.translations ?? {}).join(','),
+          },
+        })
+      })
+      return checked
     },
   }
 }

@@ -32,3 +32,24 @@ export async function saveSecurityDocument(
     UPDATE tenant_settings SET security = ${db.json(security as never)}, updated_at = now(), updated_by = ${by}
     WHERE tenant_id = ${tenantId}`
 }
+
+export async function getBrandingDocument(
+  db: Queryable,
+  tenantId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const [row] = await db<{ branding: Record<string, unknown> }[]>`
+    SELECT branding FROM tenant_settings WHERE tenant_id = ${tenantId}`
+  return row?.branding
+}
+
+/** Replaces the tenant's branding (the row is made if missing). */
+export async function saveBrandingDocument(
+  db: Queryable,
+  tenantId: string,
+  branding: Record<string, unknown>,
+  by: string,
+): Promise<void> {
+  await db`
+    INSERT INTO tenant_settings (tenant_id, branding, updated_by) VALUES (${tenantId}, ${db.json(branding as never)}, ${by})
+    ON CONFLICT (tenant_id) DO UPDATE SET branding = EXCLUDED.branding, updated_at = now(), updated_by = EXCLUDED.updated_by`
+}
