@@ -182,6 +182,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         csrf: deps.identity.csrf,
         pageSettings: deps.identity.pageSettings,
         ...(deps.identity.mfaPolicy ? { mfaPolicy: deps.identity.mfaPolicy } : {}),
+        ...(deps.identity.branding ? { branding: deps.identity.branding } : {}),
+        codes: deps.identity.codes,
         issuerName: 'KMS',
         extraPages: deps.identityPages ?? [],
       }),

@@ -51,6 +51,7 @@ export interface Config {
   cryptoPool: CryptoPoolConfig
   identity: IdentityConfig
   mail: MailSettings
+  sms: SmsSettings
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -63,6 +64,22 @@ export interface MailSettings {
   timeoutMs: number
   /** KMS_SMTP_ATTEMPTS: attempts per send before it is marked failed (exponential back-off from 2 s). */
   attempts: number
+}
+
+/**
+ * Outbound SMS (sign-in codes): a provider speaking Twilio's Messages API, reached through the
+ * guarded outbound client. Absent, SMS codes fail as sms_not_configured.
+ */
+export interface SmsSettings {
+  /** KMS_SMS_URL: the API's base URL (default https://api.twilio.com). */
+  url: string
+  /** KMS_SMS_ACCOUNT_SID and KMS_SMS_AUTH_TOKEN: the account and its secret (HTTP Basic). */
+  accountSid: string | undefined
+  authToken: string | undefined
+  /** KMS_SMS_FROM: the sender number (E.164) or messaging service name. */
+  from: string | undefined
+  /** KMS_SMS_TIMEOUT_MS: the whole exchange of one attempt. */
+  timeoutMs: number
 }
 
 /** The OpenID provider and its pages (docs/identity.md). */
@@ -265,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobs: jobsConfig(env),
     identity: identityConfig(env),
     mail: mailConfig(env),
+    sms: smsConfig(env),
   }
 }
 
@@ -286,6 +304,18 @@ function mailConfig(env: NodeJS.ProcessEnv): MailSettings {
     from: env['KMS_MAIL_FROM'] || 'KMS <no-reply@localhost>',
     timeoutMs: integer(env, 'KMS_SMTP_TIMEOUT_MS', 30_000, 100, 120_000),
     attempts: integer(env, 'KMS_SMTP_ATTEMPTS', 3, 1, 10),
+  }
+}
+
+function smsConfig(env: NodeJS.ProcessEnv): SmsSettings {
+  const url = env['KMS_SMS_URL'] || 'https://api.twilio.com'
+  absoluteHttpUrl('KMS_SMS_URL', url)
+  return {
+    url,
+    accountSid: env['KMS_SMS_ACCOUNT_SID'] || undefined,
+    authToken: env['KMS_SMS_AUTH_TOKEN'] || undefined,
+    from: env['KMS_SMS_FROM'] || undefined,
+    timeoutMs: integer(env, 'KMS_SMS_TIMEOUT_MS', 10_000, 100, 60_000),
   }
 }
 

@@ -39,6 +39,7 @@ import { createFolderService, type FolderService } from './secrets/folder-servic
 import { createSecretSealing } from './secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from './secrets/secret-service.ts'
 import { createSettingsService, type SettingsService } from './settings/settings-service.ts'
+import { createSmsSender } from './sms/sms-sender.ts'
 import { createTeamService, type TeamService } from './team/team-service.ts'
 import { createTenantService, type TenantService } from './tenants/tenant-service.ts'
 import { VERSION } from './version.ts'
@@ -157,6 +158,10 @@ export async function createServices(
     logger,
   })
   const mailer = createMailer(config.mail)
+  const outbound = createOutboundClient({
+    allow: createAllowList(config.outboundAllow),
+    ...(options.resolve ? { resolve: options.resolve } : {}),
+  })
   // The identity module, the team, applications, end-users and roles need each other's answers
   // (member roles; the issuer for links; clients; role claims): late-bound here, once.
   let identity: Identity | undefined
@@ -190,12 +195,14 @@ export async function createServices(
         (await settings.getSecurity(tenantId)).sessionLifetimes.accessTokenSeconds,
     },
     mfaPolicy: {
-      totpRequiredFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods.totp.required,
+      methodsFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods,
     },
+    branding: { panelOf: (tenantId) => settings.getBranding(tenantId) },
     grantCacheTtlMs: config.apiKeyCacheTtlMs,
     audit,
     mailQueue,
     mailer,
+    sms: createSmsSender(config.sms, outbound),
     clients: {
       clientOf: (clientId) => applications!.clientOf(clientId),
       applicationOf: (applicationId) => applications!.applicationOf(applicationId),
@@ -241,10 +248,6 @@ export async function createServices(
   })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
   const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
-  const outbound = createOutboundClient({
-    allow: createAllowList(config.outboundAllow),
-    ...(options.resolve ? { resolve: options.resolve } : {}),
-  })
   const random = createEntropyChainFromConfig(
     config.entropy,
     logger.child({ component: 'entropy' }),

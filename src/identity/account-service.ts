@@ -19,6 +19,7 @@ import {
   setDisabled,
   setPasswordHash,
   setTotpSecret,
+  setVerifiedPhone,
   sweepThrottle,
   useTotpStep,
 } from './account-store.ts'
@@ -36,6 +37,8 @@ export interface AccountView {
   displayName: string | null
   hasPassword: boolean
   totpEnrolled: boolean
+  /** A verified phone number (the SMS factor), or null. */
+  phoneNumber: string | null
   disabled: boolean
   createdAt: string
 }
@@ -47,6 +50,7 @@ const toView = (row: AccountRow): AccountView => ({
   displayName: row.display_name,
   hasPassword: row.password_hash !== null,
   totpEnrolled: row.totp_enrolled_at !== null,
+  phoneNumber: row.phone_verified_at ? row.phone_number : null,
   disabled: row.disabled_at !== null,
   createdAt: row.created_at.toISOString(),
 })
@@ -154,6 +158,8 @@ export interface AccountService {
    * password. The realm is the team's unless said.
    */
   signIn(input: { realm?: string; email: string; password: string; clientIp: string }): Promise<SignInResult>
+  /** Records a phone number the person proved with a code sent to it. */
+  setVerifiedPhone(id: string, phone: string): Promise<void>
   /** The identity half of block and unblock; false when the account does not exist. */
   setSignInEnabled(id: string, enabled: boolean, tx?: Queryable): Promise<boolean>
   /** Removes the identity user (credentials, factors, links); false when it was already gone. */
@@ -331,6 +337,7 @@ export function createAccountService(deps: {
       const row = isPlausibleEmail(normalized) ? await findAccountByEmail(sql, realm, normalized) : undefined
       return passwordAttempt(throttleSubject(realm, normalized), row, password, clientIp)
     },
+    setVerifiedPhone: (id, phone) => setVerifiedPhone(sql, id, phone),
     setSignInEnabled: (id, enabled, tx) => setDisabled(tx ?? sql, id, enabled ? null : clock.now()),
     removeAccount: (id, tx) => deleteAccount(tx ?? sql, id),
     async checkPassword(id, password, clientIp) {

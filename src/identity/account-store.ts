@@ -14,6 +14,8 @@ export interface AccountRow {
   totp_enrolled_at: Date | null
   totp_last_step: string | null
   disabled_at: Date | null
+  phone_number: string | null
+  phone_verified_at: Date | null
   created_at: Date
   updated_at: Date
 }
@@ -97,6 +99,12 @@ export async function clearTotp(db: Queryable, id: string): Promise<void> {
     UPDATE accounts SET totp_secret_sealed = NULL, totp_master_key_id = NULL, totp_enrolled_at = NULL,
       totp_last_step = NULL, updated_at = now()
     WHERE id = ${id}`
+}
+
+/** A phone number proven by a code sent to it: the account's SMS factor. */
+export async function setVerifiedPhone(db: Queryable, id: string, phone: string): Promise<void> {
+  await db`
+    UPDATE accounts SET phone_number = ${phone}, phone_verified_at = now(), updated_at = now() WHERE id = ${id}`
 }
 
 /** Sign-in enabled (NULL) or disabled (a time): the identity half of blocking an end-user. */

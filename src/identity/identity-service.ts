@@ -7,6 +7,7 @@ import type { Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
+import type { SmsSender } from '../sms/sms-sender.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { createAccessTokenVerifier } from './access-token-verifier.ts'
 import { type AccountLinks, createAccountLinks } from './account-links.ts'
@@ -20,9 +21,10 @@ import {
   type SessionPolicy,
 } from './oidc-provider.ts'
 import { destroyByAccount, sweepExpiredModels } from './oidc-store.ts'
+import { createOneTimeCodes, type OneTimeCodes } from './one-time-codes.ts'
 import { type Csrf, createCsrf } from './pages/csrf.ts'
 import type { PageSettings } from './pages/layout.ts'
-import type { MfaPolicy } from './pages/sign-in-routes.ts'
+import type { MfaPolicy, TenantBranding } from './pages/sign-in-routes.ts'
 import { createSigningKeys, type SigningKeys } from './signing-keys.ts'
 
 export interface Identity {
@@ -33,8 +35,11 @@ export interface Identity {
   pageSettings: PageSettings
   memberships: MembershipRoles
   mfaPolicy: MfaPolicy | undefined
+  branding: TenantBranding | undefined
   /** One-time links (password reset, account set-up) and their e-mails. */
   links: AccountLinks
+  /** Sign-in codes by e-mail and SMS. */
+  codes: OneTimeCodes
   cors: CorsAllowlist
   /** Tenants' applications as the provider and the pages see them. */
   clients: ClientDirectory
@@ -56,10 +61,12 @@ export function createIdentity(deps: {
   tenants: Pick<TenantService, 'get'>
   sessionPolicy?: SessionPolicy
   mfaPolicy?: MfaPolicy
+  branding?: TenantBranding
   grantCacheTtlMs: number
   audit: AuditLog
   mailQueue?: MailQueue
   mailer?: Mailer
+  sms?: SmsSender
   /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
   clients: ClientDirectory & { redirectOrigins(): Promise<Map<string, Set<string>>> }
   roles: RoleClaims
@@ -114,6 +121,7 @@ export function createIdentity(deps: {
     pageSettings,
     memberships: deps.memberships,
     mfaPolicy: deps.mfaPolicy,
+    branding: deps.branding,
     links: createAccountLinks({
       sql: deps.sql,
       masterKeys: deps.masterKeys,
@@ -122,6 +130,14 @@ export function createIdentity(deps: {
       ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
       ...(deps.mailer ? { mailer: deps.mailer } : {}),
       linkBase: () => oidc.issuer(),
+    }),
+    codes: createOneTimeCodes({
+      sql: deps.sql,
+      masterKeys: deps.masterKeys,
+      clock: deps.clock,
+      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
+      ...(deps.mailer ? { mailer: deps.mailer } : {}),
+      ...(deps.sms ? { sms: deps.sms } : {}),
     }),
     cors,
     clients: deps.clients,

@@ -10,6 +10,7 @@ import Provider, {
   type ResourceServer,
 } from 'oidc-provider'
 import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
+import type { LoginPanel } from '../branding/login-panel.ts'
 import type { IdentityConfig } from '../config.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Sql } from '../platform/database.ts'
@@ -19,6 +20,7 @@ import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import type { PageSettings } from './pages/layout.ts'
 import { renderProviderError, renderSignedOut, renderSignOut } from './pages/provider-pages.ts'
+import type { MfaMethods } from './pages/sign-in-routes.ts'
 import type { SigningKeys } from './signing-keys.ts'
 
 export const CONSOLE_CLIENT_ID = 'kms-console'
@@ -60,6 +62,9 @@ export interface TenantClient {
   redirectUris: string[]
   postLogoutRedirectUris: string[]
   resources: string[]
+  /** The application's MFA methods (null: the tenant's) and login panel (null: the tenant's). */
+  mfaMethods: MfaMethods | null
+  branding: { loginPanel: LoginPanel } | null
 }
 
 export interface ClientDirectory {

@@ -11,6 +11,8 @@ import {
   type InvitationEmailJob,
   MAIL_QUEUE,
   mailJobOptions,
+  ONE_TIME_CODE_JOB,
+  type OneTimeCodeJob,
 } from '../mail/mail-queue.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
@@ -53,7 +55,7 @@ export interface JobDeps {
   /** Invitation e-mails: one send per job, and the sends whose job was lost. */
   team: Pick<TeamService, 'deliverInvitation' | 'overdueInvitations'>
   /** The provider's expired rows, sign-in throttle windows, the token signing key's rotation. */
-  identity: Pick<Identity, 'sweep' | 'links'>
+  identity: Pick<Identity, 'sweep' | 'links' | 'codes'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -208,12 +210,14 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   // last failure is recorded on the invitation and in the audit log.
   const mailWorker = new Worker(
     MAIL_QUEUE,
-    async (job: Job<InvitationEmailJob | AccountLinkEmailJob>) => {
+    async (job: Job<InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob>) => {
       const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
       if (job.name === INVITATION_EMAIL_JOB)
         return deps.team.deliverInvitation(job.data as InvitationEmailJob, final)
       if (job.name === ACCOUNT_LINK_EMAIL_JOB)
         return deps.identity.links.deliver((job.data as AccountLinkEmailJob).linkId, final)
+      if (job.name === ONE_TIME_CODE_JOB)
+        return deps.identity.codes.deliver((job.data as OneTimeCodeJob).otpId, final)
       return null
     },
     { ...options, concurrency: 4 },

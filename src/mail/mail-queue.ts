@@ -11,6 +11,12 @@ export interface AccountLinkEmailJob {
   linkId: string
 }
 
+/** A sign-in code, by e-mail or SMS: the same queue, off the request path. */
+export const ONE_TIME_CODE_JOB = 'one-time-code'
+export interface OneTimeCodeJob {
+  otpId: string
+}
+
 export interface InvitationEmailJob {
   invitationId: string
   sendCount: number
@@ -20,6 +26,7 @@ export interface InvitationEmailJob {
 export interface MailQueue {
   enqueueInvitation(job: InvitationEmailJob): Promise<void>
   enqueueAccountLink(job: AccountLinkEmailJob): Promise<void>
+  enqueueCode(job: OneTimeCodeJob): Promise<void>
   close(): Promise<void>
 }
 
@@ -60,6 +67,10 @@ export function createMailQueue(deps: {
         job,
         mailJobOptions(`${job.invitationId}.${job.sendCount}`, deps.attempts),
       )
+    },
+    async enqueueCode(job) {
+      const { queue: q } = await open()
+      await q.add(ONE_TIME_CODE_JOB, job, mailJobOptions(`otp.${job.otpId}`, deps.attempts))
     },
     async enqueueAccountLink(job) {
       const { queue: q } = await open()

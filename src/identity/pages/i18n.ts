@@ -85,6 +85,17 @@ const EN = {
   linkInvalid: 'This link is not valid: it may have expired, been used, or been replaced by a newer one.',
   passwordSaved: 'Your password is saved. You can now sign in with it.',
   backToSignIn: 'Back to sign-in',
+  resendCode: 'Send a new code',
+  phoneNumber: 'Mobile number, with country code (+44…)',
+  sendCode: 'Send code',
+  smsEnrolTitle: 'Add your mobile number',
+  smsEnrolPrompt: 'This application signs you in with a code sent by SMS. Enter the number to send it to.',
+  emailCodeTitle: 'Check your e-mail',
+  emailCodePrompt: 'We sent a 6-digit code to {destination}. Enter it here.',
+  smsCodeTitle: 'Check your phone',
+  smsCodePrompt: 'We sent a 6-digit code by SMS to {destination}. Enter it here.',
+  phoneInvalid: 'Enter the number in international form, such as +14155550100.',
+  tooManyCodes: 'Too many codes were sent. Wait a few minutes, then ask for a new one.',
 }
 export type Messages = typeof EN
 
@@ -148,6 +159,18 @@ const ES: Messages = {
     'Este enlace no es válido: puede haber caducado, haberse usado o haber sido sustituido por uno más reciente.',
   passwordSaved: 'Tu contraseña está guardada. Ya puedes iniciar sesión con ella.',
   backToSignIn: 'Volver a iniciar sesión',
+  resendCode: 'Enviar un código nuevo',
+  phoneNumber: 'Número de móvil, con prefijo internacional (+34…)',
+  sendCode: 'Enviar código',
+  smsEnrolTitle: 'Añade tu número de móvil',
+  smsEnrolPrompt:
+    'Esta aplicación te identifica con un código enviado por SMS. Escribe el número al que enviarlo.',
+  emailCodeTitle: 'Revisa tu correo',
+  emailCodePrompt: 'Hemos enviado un código de 6 cifras a {destination}. Escríbelo aquí.',
+  smsCodeTitle: 'Revisa tu teléfono',
+  smsCodePrompt: 'Hemos enviado un código de 6 cifras por SMS a {destination}. Escríbelo aquí.',
+  phoneInvalid: 'Escribe el número en formato internacional, por ejemplo +34600000000.',
+  tooManyCodes: 'Se han enviado demasiados códigos. Espera unos minutos y pide uno nuevo.',
 }
 const FR: Messages = {
   panelTitle: 'Clés et identité pour toute votre équipe',
@@ -209,6 +232,18 @@ const FR: Messages = {
     'Ce lien n’est pas valide : il a peut-être expiré, déjà servi ou été remplacé par un plus récent.',
   passwordSaved: 'Votre mot de passe est enregistré. Vous pouvez maintenant vous connecter.',
   backToSignIn: 'Retour à la connexion',
+  resendCode: 'Envoyer un nouveau code',
+  phoneNumber: 'Numéro de mobile, avec l’indicatif du pays (+33…)',
+  sendCode: 'Envoyer le code',
+  smsEnrolTitle: 'Ajoutez votre numéro de mobile',
+  smsEnrolPrompt:
+    'Cette application vous connecte avec un code envoyé par SMS. Saisissez le numéro où l’envoyer.',
+  emailCodeTitle: 'Consultez vos e-mails',
+  emailCodePrompt: 'Nous avons envoyé un code à 6 chiffres à {destination}. Saisissez-le ici.',
+  smsCodeTitle: 'Consultez votre téléphone',
+  smsCodePrompt: 'Nous avons envoyé un code à 6 chiffres par SMS au {destination}. Saisissez-le ici.',
+  phoneInvalid: 'Saisissez le numéro au format international, par exemple +33612345678.',
+  tooManyCodes: 'Trop de codes ont été envoyés. Attendez quelques minutes, puis demandez-en un nouveau.',
 }
 const DE: Messages = {
   panelTitle: 'Schlüssel und Identität für Ihr ganzes Team',
@@ -270,6 +305,20 @@ const DE: Messages = {
     'Dieser Link ist ungültig: Er ist abgelaufen, wurde schon benutzt oder durch einen neueren ersetzt.',
   passwordSaved: 'Ihr Passwort ist gespeichert. Sie können sich jetzt damit anmelden.',
   backToSignIn: 'Zurück zur Anmeldung',
+  resendCode: 'Neuen Code senden',
+  phoneNumber: 'Mobilnummer mit Ländervorwahl (+49…)',
+  sendCode: 'Code senden',
+  smsEnrolTitle: 'Mobilnummer hinzufügen',
+  smsEnrolPrompt:
+    'Diese Anwendung meldet Sie mit einem Code per SMS an. Geben Sie die Nummer ein, an die er gehen soll.',
+  emailCodeTitle: 'Prüfen Sie Ihre E-Mails',
+  emailCodePrompt: 'Wir haben einen 6-stelligen Code an {destination} gesendet. Geben Sie ihn hier ein.',
+  smsCodeTitle: 'Prüfen Sie Ihr Telefon',
+  smsCodePrompt:
+    'Wir haben einen 6-stelligen Code per SMS an {destination} gesendet. Geben Sie ihn hier ein.',
+  phoneInvalid: 'Geben Sie die Nummer im internationalen Format ein, etwa +4915112345678.',
+  tooManyCodes:
+    'Es wurden zu viele Codes gesendet. Warten Sie ein paar Minuten und fordern Sie dann einen neuen an.',
 }
 const IT: Messages = {
   panelTitle: 'Chiavi e identità per tutto il tuo team',
@@ -331,6 +380,18 @@ const IT: Messages = {
     'Questo link non è valido: potrebbe essere scaduto, già usato o sostituito da uno più recente.',
   passwordSaved: 'La tua password è salvata. Ora puoi accedere.',
   backToSignIn: 'Torna all’accesso',
+  resendCode: 'Invia un nuovo codice',
+  phoneNumber: 'Numero di cellulare, con prefisso internazionale (+39…)',
+  sendCode: 'Invia codice',
+  smsEnrolTitle: 'Aggiungi il tuo numero di cellulare',
+  smsEnrolPrompt:
+    'Questa applicazione ti fa accedere con un codice inviato via SMS. Inserisci il numero a cui inviarlo.',
+  emailCodeTitle: 'Controlla la tua e-mail',
+  emailCodePrompt: 'Abbiamo inviato un codice di 6 cifre a {destination}. Inseriscilo qui.',
+  smsCodeTitle: 'Controlla il telefono',
+  smsCodePrompt: 'Abbiamo inviato un codice di 6 cifre via SMS a {destination}. Inseriscilo qui.',
+  phoneInvalid: 'Inserisci il numero in formato internazionale, ad esempio +393471234567.',
+  tooManyCodes: 'Sono stati inviati troppi codici. Attendi qualche minuto, poi chiedine uno nuovo.',
 }
 
 const MESSAGES: Record<Locale, Messages> = { en: EN, es: ES, fr: FR, de: DE, it: IT }

@@ -1,3 +1,4 @@
+import type { PanelContent } from '../../branding/login-panel.ts'
 import { type Locale, type Messages, messagesOf, pickLocale } from './i18n.ts'
 
 /** What every page needs to know of the deployment. */
@@ -45,6 +46,8 @@ export const fill = (template: string, values: Record<string, string>): string =
 export interface PageContext {
   locale: Locale
   t: Messages
+  /** The login panel (branding); absent, the service's own words for the locale. */
+  panel?: PanelContent
 }
 
 export function pageContext(uiLocales: string | undefined, acceptLanguage: string | undefined): PageContext {
@@ -52,7 +55,7 @@ export function pageContext(uiLocales: string | undefined, acceptLanguage: strin
   return { locale, t: messagesOf(locale) }
 }
 
-/** The split-screen frame: the login panel (branding comes with applications) and the form side. */
+/** The split-screen frame: the login panel (the application's or tenant's branding) and the form side. */
 export function renderPage(
   ctx: PageContext,
   page: { title: string; body: string; refreshTo?: string },
@@ -70,7 +73,7 @@ ${refresh}<title>${esc(page.title)}</title>
 <body>
 <div class="split">
 <aside class="panel">
-<div class="panel-text"><h2>${esc(ctx.t.panelTitle)}</h2><p>${esc(ctx.t.panelText)}</p></div>
+${ctx.panel?.imageUrl ? `<img class="panel-image" src="${esc(ctx.panel.imageUrl)}" alt="">` : ''}<div class="panel-text"><h2>${esc(ctx.panel?.title ?? ctx.t.panelTitle)}</h2><p>${esc(ctx.panel?.text ?? ctx.t.panelText)}</p></div>
 </aside>
 <main class="form-side">
 <div class="card">
@@ -95,7 +98,9 @@ export function renderErrorPage(ctx: PageContext, message: string, back?: string
 export const IDENTITY_CSS = `*{box-sizing:border-box}
 body{margin:0;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;background:#f5f6f8}
 .split{display:flex;min-height:100vh}
-.panel{flex:1;background:linear-gradient(150deg,#1f3a8a,#0f766e);color:#fff;display:flex;align-items:flex-end;padding:48px}
+.panel{flex:1;background:linear-gradient(150deg,#1f3a8a,#0f766e);color:#fff;display:flex;flex-direction:column;justify-content:flex-end;padding:48px;position:relative;overflow:hidden}
+.panel-image{position:absolute;inset:0;width:100%;height:100%;object-fit:cover;opacity:.35}
+.panel-text{position:relative}
 .panel-text{max-width:460px}.panel h2{font-size:2rem;margin:0 0 12px}.panel p{opacity:.9;line-height:1.5}
 .form-side{flex:1;display:flex;align-items:center;justify-content:center;padding:32px}
 .card{width:100%;max-width:380px;background:#fff;border-radius:12px;box-shadow:0 4px 24px rgba(15,23,42,.08);padding:32px}

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
+import { type LoginPanel, resolvePanel } from '../../branding/login-panel.ts'
 import { type AccountService, TEAM_REALM, tenantRealm } from '../account-service.ts'
 import {
   type ClientDirectory,
@@ -9,9 +10,11 @@ import {
   type TenantClient,
   tenantOfResource,
 } from '../oidc-provider.ts'
+import type { OneTimeCodes } from '../one-time-codes.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
 import {
   esc,
+  fill,
   type PageContext,
   type PageSettings,
   pageContext,
@@ -20,9 +23,22 @@ import {
   renderPage,
 } from './layout.ts'
 
-/** What the sign-in needs of tenant settings (src/settings); absent, TOTP is required only once enrolled. */
+/** An MFA method's setting (src/settings): may be used; must be used. */
+export interface MfaMethodSetting {
+  enabled: boolean
+  required: boolean
+}
+export type MfaMethods = Record<'totp' | 'emailOtp' | 'smsOtp', MfaMethodSetting>
+
+/** What the sign-in needs of tenant settings (src/settings). */
 export interface MfaPolicy {
-  totpRequiredFor(tenantId: string): Promise<boolean>
+  /** The tenant's MFA methods; an application's own replace them in full. */
+  methodsFor(tenantId: string): Promise<MfaMethods>
+}
+
+/** The tenant's login panel (src/settings), the fallback of applications that set none. */
+export interface TenantBranding {
+  panelOf(tenantId: string): Promise<LoginPanel>
 }
 
 /** What the sign-in needs of the end-users module: a user signing in joins the application's list. */
@@ -36,19 +52,56 @@ export interface SignInDeps {
   clients: ClientDirectory
   endUsers: EndUserSignIns
   accounts: AccountService
+  codes: OneTimeCodes
   memberships: MembershipRoles
   csrf: Csrf
   pageSettings: PageSettings
   mfaPolicy?: MfaPolicy
+  branding?: TenantBranding
   /** The name shown in authenticator apps. */
   issuerName: string
 }
 
-/** Kept in the interaction (server side, bound to the browser's interaction cookie) between password and TOTP. */
+/** The second factors, in the order they are asked for. */
+type Step = 'totp' | 'totp-enrol' | 'email-otp' | 'sms-enrol' | 'sms-otp'
+const STEPS: readonly Step[] = ['totp', 'totp-enrol', 'email-otp', 'sms-enrol', 'sms-otp']
+
+/**
+ * Kept in the interaction (server side, bound to the browser's interaction cookie) between the
+ * password and the last factor: the steps still to pass, what has been passed, and for SMS
+ * enrolment the number a code was sent to.
+ */
 interface PendingLogin {
   accountId: string
-  enrol: boolean
+  steps: Step[]
+  amr: string[]
+  phone?: string
 }
+
+/**
+ * The factors a sign-in must pass (docs/identity.md "MFA methods"): every required method
+ * (enrolling it first when the account has none), and an enrolled authenticator when TOTP is
+ * enabled. Without a tenant (the console without a resource) an enrolled authenticator is asked for.
+ */
+export function stepsFor(
+  account: { totpEnrolled: boolean; phoneNumber: string | null },
+  methods: MfaMethods | undefined,
+): Step[] {
+  if (!methods) return account.totpEnrolled ? ['totp'] : []
+  const steps: Step[] = []
+  if (methods.totp.required) steps.push(account.totpEnrolled ? 'totp' : 'totp-enrol')
+  else if (methods.totp.enabled && account.totpEnrolled) steps.push('totp')
+  if (methods.emailOtp.required) steps.push('email-otp')
+  if (methods.smsOtp.required) steps.push(account.phoneNumber ? 'sms-otp' : 'sms-enrol')
+  return steps
+}
+
+const E164 = /^\+[1-9][0-9]{6,14}$/
+/** Enough of an address or number to recognise it, not to learn it. */
+const mask = (destination: string) =>
+  destination.includes('@')
+    ? destination.replace(/^(.)[^@]*(@.*)$/, '$1•••$2')
+    : `${destination.slice(0, 3)}•••${destination.slice(-2)}`
 
 type Form = Record<string, string>
 const UID = /^[A-Za-z0-9_-]{1,64}$/
@@ -81,6 +134,27 @@ export function signInRoutes(deps: SignInDeps) {
     return pageContext(uiLocales, request.headers['accept-language'])
   }
 
+  /** The page context with the login panel: the application's for the locale, the tenant's, the defaults. */
+  async function brandedContextOf(
+    request: FastifyRequest,
+    interaction: Interaction,
+    app: TenantClient | undefined,
+  ): Promise<PageContext> {
+    const ctx = contextOf(request, interaction)
+    const tenantId = tenantOf(interaction, app)
+    const tenantPanel = tenantId ? await deps.branding?.panelOf(tenantId) : undefined
+    if (!app?.branding && !tenantPanel) return ctx
+    return {
+      ...ctx,
+      panel: resolvePanel(
+        ctx.locale,
+        { title: ctx.t.panelTitle, text: ctx.t.panelText },
+        app?.branding?.loginPanel,
+        tenantPanel,
+      ),
+    }
+  }
+
   /** The interaction this browser is in; undefined (and an error page sent) when it has none or another. */
   async function interactionOf(
     request: FastifyRequest,
@@ -111,7 +185,14 @@ export function signInRoutes(deps: SignInDeps) {
 
   const pendingOf = (interaction: Interaction): PendingLogin | undefined => {
     const pending = (interaction.result as { pendingLogin?: PendingLogin } | undefined)?.pendingLogin
-    return pending && typeof pending.accountId === 'string' ? pending : undefined
+    return pending && typeof pending.accountId === 'string' && Array.isArray(pending.steps)
+      ? pending
+      : undefined
+  }
+
+  async function savePending(interaction: Interaction, pending: PendingLogin): Promise<void> {
+    interaction.result = { pendingLogin: pending } as never
+    await interaction.save(Math.max(1, interaction.exp - Math.floor(Date.now() / 1000)))
   }
 
   /** The console's sign-in is for a tenant named by the resource; an application's, for its own tenant. */
@@ -125,6 +206,16 @@ export function signInRoutes(deps: SignInDeps) {
   const applicationOf = async (interaction: Interaction): Promise<TenantClient | undefined> => {
     const clientId = String(interaction.params['client_id'] ?? '')
     return clientId === CONSOLE_CLIENT_ID ? undefined : deps.clients.clientOf(clientId)
+  }
+
+  /** The MFA methods that apply: the application's own set, else the tenant's (spec 2.6). */
+  async function methodsFor(
+    interaction: Interaction,
+    app: TenantClient | undefined,
+  ): Promise<MfaMethods | undefined> {
+    if (app?.mfaMethods) return app.mfaMethods
+    const tenantId = tenantOf(interaction, app)
+    return tenantId ? deps.mfaPolicy?.methodsFor(tenantId) : undefined
   }
 
   /**
@@ -146,6 +237,9 @@ export function signInRoutes(deps: SignInDeps) {
     return send(reply, 200, renderPage(ctx, { title: ctx.t.signInTitle, body, refreshTo: next }))
   }
 
+  const alertOf = (error: string | undefined) =>
+    error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
+
   function passwordPage(
     request: FastifyRequest,
     reply: FastifyReply,
@@ -156,11 +250,10 @@ export function signInRoutes(deps: SignInDeps) {
     email = '',
     forgotLink?: string,
   ) {
-    const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
     const forgot = forgotLink
       ? `<p><a class="link" href="${esc(forgotLink)}">${esc(ctx.t.forgotPassword)}</a></p>`
       : ''
-    const body = `${alert}<form method="post" action="/sign-in/${esc(uid)}/password" autocomplete="on">
+    const body = `${alertOf(error)}<form method="post" action="/sign-in/${esc(uid)}/password" autocomplete="on">
 ${csrfFor(request, reply, `sign-in:${uid}`)}
 <label for="email">${esc(ctx.t.email)}</label>
 <input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${esc(email)}">
@@ -171,45 +264,102 @@ ${csrfFor(request, reply, `sign-in:${uid}`)}
     return send(reply, status, renderPage(ctx, { title: ctx.t.signInTitle, body }))
   }
 
-  function totpPage(
+  const codeField = (ctx: PageContext) => `<label for="code">${esc(ctx.t.code)}</label>
+<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>
+<button type="submit">${esc(ctx.t.verify)}</button>`
+
+  /** The page of the current step. */
+  async function stepPage(
     request: FastifyRequest,
     reply: FastifyReply,
     ctx: PageContext,
     uid: string,
+    pending: PendingLogin,
     status: number,
     error?: string,
   ) {
-    const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
-    const body = `${alert}<p>${esc(ctx.t.totpPrompt)}</p><form method="post" action="/sign-in/${esc(uid)}/totp">
-${csrfFor(request, reply, `totp:${uid}`)}
-<label for="code">${esc(ctx.t.code)}</label>
-<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>
-<button type="submit">${esc(ctx.t.verify)}</button>
+    const step = pending.steps[0]!
+    const form = (prompt: string, fields: string) =>
+      `${alertOf(error)}<p>${prompt}</p><form method="post" action="/sign-in/${esc(uid)}/${step}">
+${csrfFor(request, reply, `${step}:${uid}`)}
+${fields}
 </form>`
-    return send(reply, status, renderPage(ctx, { title: ctx.t.totpTitle, body }))
+    const resend = `<form method="post" action="/sign-in/${esc(uid)}/resend">
+${csrfFor(request, reply, `resend:${uid}`)}
+<button type="submit" class="secondary">${esc(ctx.t.resendCode)}</button>
+</form>`
+    if (step === 'totp')
+      return send(
+        reply,
+        status,
+        renderPage(ctx, { title: ctx.t.totpTitle, body: form(esc(ctx.t.totpPrompt), codeField(ctx)) }),
+      )
+    if (step === 'totp-enrol') {
+      const { secret, uri } = await accounts.beginTotpEnrolment(pending.accountId, deps.issuerName)
+      const prompt = `${esc(ctx.t.enrolPrompt)}</p>
+<p>${esc(ctx.t.secretKey)}:</p><p class="secret" id="totp-secret">${esc(secret)}</p>
+<p><a class="link" href="${esc(uri)}">${esc(ctx.t.openInApp)}</a>`
+      return send(
+        reply,
+        status,
+        renderPage(ctx, { title: ctx.t.enrolTitle, body: form(prompt, codeField(ctx)) }),
+      )
+    }
+    if (step === 'sms-enrol' && !pending.phone) {
+      const fields = `<label for="phone">${esc(ctx.t.phoneNumber)}</label>
+<input id="phone" name="phone" type="tel" autocomplete="tel" required maxlength="16" placeholder="+14155550100">
+<button type="submit">${esc(ctx.t.sendCode)}</button>`
+      return send(
+        reply,
+        status,
+        renderPage(ctx, { title: ctx.t.smsEnrolTitle, body: form(esc(ctx.t.smsEnrolPrompt), fields) }),
+      )
+    }
+    const account = await accounts.get(pending.accountId)
+    const destination =
+      step === 'email-otp'
+        ? (account?.email ?? '')
+        : step === 'sms-otp'
+          ? (account?.phoneNumber ?? '')
+          : (pending.phone ?? '')
+    const prompt = fill(step === 'email-otp' ? ctx.t.emailCodePrompt : ctx.t.smsCodePrompt, {
+      destination: mask(destination),
+    })
+    const title = step === 'email-otp' ? ctx.t.emailCodeTitle : ctx.t.smsCodeTitle
+    return send(reply, status, renderPage(ctx, { title, body: `${form(prompt, codeField(ctx))}${resend}` }))
   }
 
-  async function enrolPage(
+  /** Sends the code of the current step when it is an e-mail or SMS code. */
+  async function sendCode(pending: PendingLogin): Promise<'queued' | 'rate_limited' | 'none'> {
+    const step = pending.steps[0]
+    if (step === 'email-otp') {
+      const account = await accounts.get(pending.accountId)
+      if (!account) return 'none'
+      return deps.codes.send({ accountId: account.id, channel: 'email', destination: account.email })
+    }
+    if (step === 'sms-otp' || (step === 'sms-enrol' && pending.phone)) {
+      const phone = step === 'sms-otp' ? (await accounts.get(pending.accountId))?.phoneNumber : pending.phone
+      if (!phone) return 'none'
+      return deps.codes.send({ accountId: pending.accountId, channel: 'sms', destination: phone })
+    }
+    return 'none'
+  }
+
+  /** Moves to the next step (sending its code), or ends the sign-in when none is left. */
+  async function advance(
     request: FastifyRequest,
     reply: FastifyReply,
     ctx: PageContext,
-    uid: string,
-    accountId: string,
-    status: number,
-    error?: string,
+    interaction: Interaction,
+    pending: PendingLogin,
   ) {
-    const { secret, uri } = await accounts.beginTotpEnrolment(accountId, deps.issuerName)
-    const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
-    const body = `${alert}<p>${esc(ctx.t.enrolPrompt)}</p>
-<p>${esc(ctx.t.secretKey)}:</p><p class="secret" id="totp-secret">${esc(secret)}</p>
-<p><a class="link" href="${esc(uri)}">${esc(ctx.t.openInApp)}</a></p>
-<form method="post" action="/sign-in/${esc(uid)}/totp-enrol">
-${csrfFor(request, reply, `totp-enrol:${uid}`)}
-<label for="code">${esc(ctx.t.code)}</label>
-<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>
-<button type="submit">${esc(ctx.t.verify)}</button>
-</form>`
-    return send(reply, status, renderPage(ctx, { title: ctx.t.enrolTitle, body }))
+    if (pending.steps.length === 0) {
+      const amr = pending.amr.length > 1 ? [...pending.amr, 'mfa'] : pending.amr
+      return completeLogin(request, reply, ctx, interaction, pending.accountId, [...new Set(amr)])
+    }
+    await sendCode(pending)
+    await savePending(interaction, pending)
+    return reply.redirect(`/sign-in/${interaction.uid}`, 303)
   }
 
   async function consentPage(
@@ -234,7 +384,7 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
     return send(reply, 200, renderPage(ctx, { title: ctx.t.consentTitle, body }))
   }
 
-  /** Grants what the client asked for (the member agreed, or the client is the first-party console). */
+  /** Grants what the client asked for (the member agreed, or the client is first-party). */
   async function grantConsent(interaction: Interaction): Promise<{ consent: { grantId: string } }> {
     const provider = await oidc.provider()
     const accountId = interaction.session?.accountId
@@ -256,8 +406,8 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
   }
 
   /**
-   * After the password (and TOTP when due): a member must belong to the tenant the console's token
-   * is for; an end-user must have a record of the application's tenant, and joins its list.
+   * After the password and every factor due: a member must belong to the tenant the console's
+   * token is for; an end-user must have a record of the application's tenant, and joins its list.
    */
   async function completeLogin(
     request: FastifyRequest,
@@ -292,16 +442,30 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
       ? `/forgot-password?${new URLSearchParams({ applicationId: app.applicationId, return: `/sign-in/${interaction.uid}` })}`
       : undefined
 
+  /** The CSRF check of a form of this interaction; an error page (and false) when it fails. */
+  function formChecked(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    purpose: string,
+    uid: string,
+  ): boolean {
+    if (csrf.check(cookieOf(request, CSRF_COOKIE), `${purpose}:${uid}`, (request.body as Form)[CSRF_FIELD]))
+      return true
+    send(reply, 403, renderErrorPage(ctx, 'The form expired. Go back and try again.', `/sign-in/${uid}`))
+    return false
+  }
+
   return async (app: FastifyInstance) => {
     app.get('/sign-in/:uid', async (request, reply) => {
       const interaction = await interactionOf(request, reply)
       if (!interaction) return reply
-      const ctx = contextOf(request, interaction)
-      const app = await applicationOf(interaction)
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
       if (interaction.prompt.name === 'consent') {
         // The console and the tenant's own applications are first-party: no consent page.
-        if (interaction.params['client_id'] === CONSOLE_CLIENT_ID || app) {
-          // First-party: no consent page. A GET, so the redirect chain is not a form's.
+        if (interaction.params['client_id'] === CONSOLE_CLIENT_ID || client) {
+          // A GET, so the redirect chain is not a form's.
           const provider = await oidc.provider()
           const next = await provider.interactionResult(
             request.raw,
@@ -314,8 +478,8 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         return consentPage(request, reply, ctx, interaction)
       }
       const pending = pendingOf(interaction)
-      if (pending?.enrol) return enrolPage(request, reply, ctx, interaction.uid, pending.accountId, 200)
-      if (pending) return totpPage(request, reply, ctx, interaction.uid, 200)
+      if (pending && pending.steps.length > 0)
+        return stepPage(request, reply, ctx, interaction.uid, pending, 200)
       return passwordPage(
         request,
         reply,
@@ -324,28 +488,22 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         200,
         undefined,
         '',
-        forgotLinkOf(app, interaction),
+        forgotLinkOf(client, interaction),
       )
     })
 
     app.post('/sign-in/:uid/password', async (request, reply) => {
       const interaction = await interactionOf(request, reply)
       if (!interaction) return reply
-      const ctx = contextOf(request, interaction)
-      const form = request.body as Form
-      if (!csrf.check(cookieOf(request, CSRF_COOKIE), `sign-in:${interaction.uid}`, form[CSRF_FIELD])) {
-        return send(
-          reply,
-          403,
-          renderErrorPage(ctx, 'The form expired. Go back and try again.', `/sign-in/${interaction.uid}`),
-        )
-      }
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
+      if (!formChecked(request, reply, ctx, 'sign-in', interaction.uid)) return reply
       if (interaction.prompt.name !== 'login') return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+      const form = request.body as Form
       const email = form['email'] ?? ''
-      const app = await applicationOf(interaction)
-      const forgot = forgotLinkOf(app, interaction)
+      const forgot = forgotLinkOf(client, interaction)
       const result = await accounts.signIn({
-        realm: app ? tenantRealm(app.tenantId) : TEAM_REALM,
+        realm: client ? tenantRealm(client.tenantId) : TEAM_REALM,
         email,
         password: form['password'] ?? '',
         clientIp: request.ip,
@@ -365,63 +523,77 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         )
       if (result.outcome === 'blocked') return send(reply, 403, renderErrorPage(ctx, ctx.t.blocked))
       const { account } = result
-      const tenantId = tenantOf(interaction, app)
-      const required = tenantId ? ((await deps.mfaPolicy?.totpRequiredFor(tenantId)) ?? false) : false
-      if (account.totpEnrolled || required) {
-        interaction.result = {
-          pendingLogin: { accountId: account.id, enrol: !account.totpEnrolled } satisfies PendingLogin,
-        } as never
-        await interaction.save(Math.max(1, interaction.exp - Math.floor(Date.now() / 1000)))
-        return reply.redirect(`/sign-in/${interaction.uid}`, 303)
-      }
-      return completeLogin(request, reply, ctx, interaction, account.id, ['pwd'])
+      const steps = stepsFor(account, await methodsFor(interaction, client))
+      return advance(request, reply, ctx, interaction, { accountId: account.id, steps, amr: ['pwd'] })
     })
 
-    for (const step of ['totp', 'totp-enrol'] as const) {
+    for (const step of STEPS) {
       app.post(`/sign-in/:uid/${step}`, async (request, reply) => {
         const interaction = await interactionOf(request, reply)
         if (!interaction) return reply
-        const ctx = contextOf(request, interaction)
-        const form = request.body as Form
-        if (!csrf.check(cookieOf(request, CSRF_COOKIE), `${step}:${interaction.uid}`, form[CSRF_FIELD])) {
-          return send(
-            reply,
-            403,
-            renderErrorPage(ctx, 'The form expired. Go back and try again.', `/sign-in/${interaction.uid}`),
-          )
-        }
+        const ctx = await brandedContextOf(request, interaction, await applicationOf(interaction))
+        if (!formChecked(request, reply, ctx, step, interaction.uid)) return reply
         const pending = pendingOf(interaction)
-        if (!pending || pending.enrol !== (step === 'totp-enrol'))
+        if (!pending || pending.steps[0] !== step) return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+        const form = request.body as Form
+        // SMS enrolment, first half: the number, to which a code is sent.
+        if (step === 'sms-enrol' && !pending.phone) {
+          const phone = (form['phone'] ?? '').replace(/[\s()-]/g, '').slice(0, 32)
+          if (!E164.test(phone))
+            return stepPage(request, reply, ctx, interaction.uid, pending, 400, ctx.t.phoneInvalid)
+          pending.phone = phone
+          if ((await sendCode(pending)) === 'rate_limited')
+            return stepPage(request, reply, ctx, interaction.uid, pending, 429, ctx.t.tooManyCodes)
+          await savePending(interaction, pending)
           return reply.redirect(`/sign-in/${interaction.uid}`, 303)
-        const code = (form['code'] ?? '').slice(0, 16)
+        }
+        const code = (form['code'] ?? '').trim().slice(0, 16)
         const check =
           step === 'totp'
             ? await accounts.verifyTotp(pending.accountId, code, request.ip)
-            : await accounts.confirmTotpEnrolment(pending.accountId, code, request.ip)
+            : step === 'totp-enrol'
+              ? await accounts.confirmTotpEnrolment(pending.accountId, code, request.ip)
+              : await deps.codes.verify({
+                  accountId: pending.accountId,
+                  channel: step === 'email-otp' ? 'email' : 'sms',
+                  code,
+                })
         if (check !== 'ok') {
           const status = check === 'locked' ? 429 : 401
           const message = check === 'locked' ? ctx.t.locked : ctx.t.invalidCode
-          return step === 'totp'
-            ? totpPage(request, reply, ctx, interaction.uid, status, message)
-            : enrolPage(request, reply, ctx, interaction.uid, pending.accountId, status, message)
+          return stepPage(request, reply, ctx, interaction.uid, pending, status, message)
         }
-        return completeLogin(request, reply, ctx, interaction, pending.accountId, ['pwd', 'otp'])
+        if (step === 'sms-enrol' && pending.phone)
+          await accounts.setVerifiedPhone(pending.accountId, pending.phone)
+        const { phone: _phone, ...rest } = pending
+        const next: PendingLogin = {
+          ...rest,
+          steps: pending.steps.slice(1),
+          amr: [...pending.amr, step.startsWith('sms') ? 'sms' : 'otp'],
+        }
+        return advance(request, reply, ctx, interaction, next)
       })
     }
+
+    app.post('/sign-in/:uid/resend', async (request, reply) => {
+      const interaction = await interactionOf(request, reply)
+      if (!interaction) return reply
+      const ctx = await brandedContextOf(request, interaction, await applicationOf(interaction))
+      if (!formChecked(request, reply, ctx, 'resend', interaction.uid)) return reply
+      const pending = pendingOf(interaction)
+      if (!pending || pending.steps.length === 0) return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+      if ((await sendCode(pending)) === 'rate_limited')
+        return stepPage(request, reply, ctx, interaction.uid, pending, 429, ctx.t.tooManyCodes)
+      return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+    })
 
     app.post('/sign-in/:uid/consent', async (request, reply) => {
       const interaction = await interactionOf(request, reply)
       if (!interaction) return reply
       const ctx = contextOf(request, interaction)
-      const form = request.body as Form
-      if (!csrf.check(cookieOf(request, CSRF_COOKIE), `consent:${interaction.uid}`, form[CSRF_FIELD])) {
-        return send(
-          reply,
-          403,
-          renderErrorPage(ctx, 'The form expired. Go back and try again.', `/sign-in/${interaction.uid}`),
-        )
-      }
+      if (!formChecked(request, reply, ctx, 'consent', interaction.uid)) return reply
       if (interaction.prompt.name !== 'consent') return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+      const form = request.body as Form
       if (form['decision'] === 'allow') return finish(request, reply, ctx, await grantConsent(interaction))
       if (form['decision'] === 'deny')
         return finish(request, reply, ctx, {
