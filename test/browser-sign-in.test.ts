@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { createHmac } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
@@ -9,6 +8,7 @@ import { launchChromium, recordDocuments, screenshot } from './helpers/browser.t
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
 import { type ConsoleClient, consoleClient, memberSession } from './helpers/sign-in.ts'
 import { startSmtp, type TestSmtp, textOf } from './helpers/smtp.ts'
+import { totpCode } from './helpers/totp.ts'
 
 /** Spec 4.4, written out here rather than taken from the code. */
 const CDN = 'cdn.example.test'
@@ -16,18 +16,7 @@ const EXPECTED_CSP =
   "default-src 'self'; style-src 'self' 'unsafe-inline' https://cdn.example.test; font-src 'self' https://cdn.example.test; " +
   "img-src 'self' data: blob: https:; script-src 'self'; frame-ancestors 'none'; form-action 'self'"
 
-/** The test's own TOTP (RFC 6238, HMAC-SHA1, 30 s, 6 digits), from the Base32 secret the page shows. */
-function totpNow(base32: string, offsetSteps = 0): string {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
-  let bits = ''
-  for (const c of base32.replace(/=+$/, '')) bits += alphabet.indexOf(c).toString(2).padStart(5, '0')
-  const bytes = Buffer.from(bits.match(/.{8}/g)!.map((b) => Number.parseInt(b, 2)))
-  const counter = Buffer.alloc(8)
-  counter.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 30_000) + offsetSteps))
-  const mac = createHmac('sha1', bytes).update(counter).digest()
-  const offset = mac[19]! & 15
-  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0')
-}
+const totpNow = (base32: string, offsetSteps = 0) => totpCode(base32, Date.now() + offsetSteps * 30_000)
 
 describe('sign-in pages in Chromium (Playwright)', () => {
   let smtp: TestSmtp

@@ -227,8 +227,9 @@ async function build(
       long: { signed: true, httpOnly: true, sameSite: 'lax' },
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
     },
-    // `roles` (an application's roles the end-user holds) comes with openid: in the ID token too.
-    claims: { openid: ['sub', 'roles'], email: ['email', 'email_verified'], profile: ['name'] },
+    // `roles` (an application's roles the end-user holds) and `amr` (how the person signed in:
+    // pwd, otp, sms, mfa) come with openid: in the ID token too.
+    claims: { openid: ['sub', 'roles', 'amr'], email: ['email', 'email_verified'], profile: ['name'] },
     conformIdTokenClaims: false,
     extraClientMetadata: { properties: [CLIENT_TENANT, CLIENT_APPLICATION] },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'api'],
