@@ -42,6 +42,7 @@ export const ApplicationSchema = Type.Object(
       'The application’s MFA methods, replacing the tenant’s in full; null: the tenant’s',
     ),
     branding: BrandingSetting('null: the tenant’s panel, then the defaults'),
+    signUpEnabled: Type.Boolean({ description: 'People may create their own account on its sign-in pages' }),
     createdAt: Timestamp('Created'),
     updatedAt: Timestamp('Last changed'),
   },
@@ -75,6 +76,9 @@ export const CreateApplicationBody = Type.Object(
     resources: Type.Optional(Uris('RFC 8707 resource indicators (absolute URIs)')),
     mfaMethods: Type.Optional(MfaSetting('Absent or null: the tenant’s MFA methods apply')),
     branding: Type.Optional(BrandingSetting('Absent or null: the tenant’s panel applies')),
+    signUpEnabled: Type.Optional(
+      Type.Boolean({ description: 'Offer “create an account” on the sign-in page (default false)' }),
+    ),
   },
   {
     additionalProperties: false,
@@ -98,6 +102,7 @@ export const UpdateApplicationBody = Type.Object(
     resources: Type.Optional(Uris('Absent: the stored resources stay; an empty array clears them')),
     mfaMethods: Type.Optional(MfaSetting('Absent: kept; null: the tenant’s apply again')),
     branding: Type.Optional(BrandingSetting('Absent: kept; null: removed')),
+    signUpEnabled: Type.Optional(Type.Boolean({ description: 'Absent: kept' })),
   },
   {
     additionalProperties: false,

@@ -51,6 +51,8 @@ export interface ApplicationView {
   /** The application's own MFA methods, replacing the tenant's in full; null: the tenant's apply. */
   mfaMethods: MfaMethods | null
   branding: ApplicationBranding | null
+  /** People may create their own account on its sign-in pages (the account is confirmed by e-mail). */
+  signUpEnabled: boolean
   createdAt: string
   updatedAt: string
 }
@@ -63,6 +65,7 @@ export interface ApplicationInput {
   resources?: string[] | undefined
   mfaMethods?: MfaMethods | null | undefined
   branding?: ApplicationBranding | null | undefined
+  signUpEnabled?: boolean | undefined
 }
 
 /** PUT: the type never changes; `resources` left out keeps the stored ones, `[]` clears them. */
@@ -74,6 +77,7 @@ export interface ApplicationChange {
   /** Like resources: left out keeps the stored value; null clears it. */
   mfaMethods?: MfaMethods | null | undefined
   branding?: ApplicationBranding | null | undefined
+  signUpEnabled?: boolean | undefined
 }
 
 const toView = (row: ApplicationRow): ApplicationView => ({
@@ -88,6 +92,7 @@ const toView = (row: ApplicationRow): ApplicationView => ({
   resources: row.resources,
   mfaMethods: row.mfa_methods as MfaMethods | null,
   branding: row.branding as ApplicationBranding | null,
+  signUpEnabled: row.sign_up_enabled,
   createdAt: row.created_at.toISOString(),
   updatedAt: row.updated_at.toISOString(),
 })
@@ -188,6 +193,7 @@ export interface RegisteredClient {
   resources: string[]
   mfaMethods: MfaMethods | null
   branding: ApplicationBranding | null
+  signUpEnabled: boolean
 }
 
 /** What the end-users module does when a team member registers an application (src/endusers). */
@@ -256,6 +262,7 @@ export function createApplicationService(deps: {
       resources: row.resources,
       mfaMethods: row.mfa_methods as MfaMethods | null,
       branding: row.branding as ApplicationBranding | null,
+      signUpEnabled: row.sign_up_enabled,
     }
   }
 
@@ -293,6 +300,7 @@ export function createApplicationService(deps: {
           resources,
           mfa_methods: input.mfaMethods ?? null,
           branding: input.branding ?? null,
+          sign_up_enabled: input.signUpEnabled ?? false,
           created_by: actor.actor,
         })
         await audit.recordInTransaction(tx, {
@@ -328,6 +336,7 @@ export function createApplicationService(deps: {
           resources,
           mfaMethods: change.mfaMethods,
           branding: change.branding,
+          signUpEnabled: change.signUpEnabled,
           by: actor.actor,
         })
         if (!row) throw missing()
@@ -340,6 +349,8 @@ export function createApplicationService(deps: {
             resources: resources === undefined ? 'kept' : resources.length === 0 ? 'cleared' : 'replaced',
             mfaMethods: keptOrSet(change.mfaMethods),
             branding: keptOrSet(change.branding),
+            signUp:
+              change.signUpEnabled === undefined ? 'kept' : change.signUpEnabled ? 'enabled' : 'disabled',
           },
         })
         return toView(row)

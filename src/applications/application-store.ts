@@ -16,6 +16,7 @@ export interface ApplicationRow {
   /** Migration 0013: the application's own MFA methods (NULL: the tenant's) and login panel. */
   mfa_methods: Record<string, { enabled: boolean; required: boolean }> | null
   branding: { loginPanel: Record<string, unknown> } | null
+  sign_up_enabled: boolean
   created_at: Date
   created_by: string
   updated_at: Date
@@ -29,12 +30,12 @@ export async function insertApplication(
   const [created] = await db<ApplicationRow[]>`
     INSERT INTO applications (id, tenant_id, name, application_type, client_id, client_secret_sealed,
       client_secret_master_key_id, client_secret_rotated_at, redirect_uris, post_logout_redirect_uris,
-      resources, mfa_methods, branding, created_by, updated_by)
+      resources, mfa_methods, branding, sign_up_enabled, created_by, updated_by)
     VALUES (${row.id}, ${row.tenant_id}, ${row.name}, ${row.application_type}, ${row.client_id},
       ${row.client_secret_sealed}, ${row.client_secret_master_key_id},
       ${row.client_secret_sealed ? new Date() : null}, ${row.redirect_uris}, ${row.post_logout_redirect_uris},
       ${row.resources}, ${jsonOrNull(db, row.mfa_methods)}, ${jsonOrNull(db, row.branding)},
-      ${row.created_by}, ${row.created_by})
+      ${row.sign_up_enabled}, ${row.created_by}, ${row.created_by})
     RETURNING *`
   return created!
 }
@@ -77,6 +78,7 @@ export async function updateApplication(
     /** undefined: kept; null: cleared. */
     mfaMethods: ApplicationRow['mfa_methods'] | undefined
     branding: ApplicationRow['branding'] | undefined
+    signUpEnabled: boolean | undefined
     by: string
   },
 ): Promise<ApplicationRow | undefined> {
@@ -88,6 +90,7 @@ export async function updateApplication(
                          ELSE ${jsonOrNull(db, change.mfaMethods ?? null)}::jsonb END,
       branding = CASE WHEN ${change.branding === undefined} THEN branding
                       ELSE ${jsonOrNull(db, change.branding ?? null)}::jsonb END,
+      sign_up_enabled = COALESCE(${change.signUpEnabled ?? null}::boolean, sign_up_enabled),
       updated_at = now(), updated_by = ${change.by}
     WHERE tenant_id = ${tenantId} AND id = ${id}
     RETURNING *`

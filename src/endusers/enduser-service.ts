@@ -86,7 +86,13 @@ export interface EndUserService {
   prepareAppCreator(actor: Actor): Promise<AppCreator | undefined>
   /** In the application's transaction: the creator joins its end-user list, audited. */
   addAppCreator(tx: Queryable, actor: Actor, creator: AppCreator, applicationId: string): Promise<void>
-  /** The sign-in pages: a user signing in to an application joins its list (false: no record, or blocked). */
+  /**
+   * Sign-up on an application's pages. A new address gets an account without a password, a record
+   * and a set-up link; a known one a reset link; a blocked one nothing. The page says the same in
+   * every case, and the e-mail proves the address before any password is set.
+   */
+  signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
+  /** The sign-in pages: a user signing in joins the application's list (false: no record, or blocked). */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
 }
 
@@ -310,6 +316,51 @@ export function createEndUserService(deps: {
         outcome: 'success',
         details: { applicationId, newEndUser: created },
       })
+    },
+    async signUp({ tenantId, applicationId, email }) {
+      const address = checkEmail(email)
+      const known = await findEndUserByEmail(sql, tenantId, normalizeEmail(address))
+      if (known) {
+        if (known.status === 'blocked') return
+        const actor = { tenantId, actor: `enduser:${known.id}`, requestId: null, clientIp: null }
+        const { linkId } = await sql.begin((tx) => issueLink(actor, known.id, 'reset', applicationId, tx))
+        await deps.links.enqueue(linkId)
+        return
+      }
+      const id = randomUUID()
+      const actor = { tenantId, actor: `enduser:${id}`, requestId: null, clientIp: null }
+      const issued = await sql
+        .begin(async (tx) => {
+          await accounts.createAccount(tenantRealm(tenantId), { id, email: address }, tx)
+          await insertEndUser(tx, {
+            id,
+            tenant_id: tenantId,
+            email: address,
+            email_normalized: normalizeEmail(address),
+            display_name: null,
+            source: 'sign_up',
+            created_by: actor.actor,
+          })
+          await addToApplication(tx, { tenantId, endUserId: id, applicationId })
+          await audit.recordInTransaction(tx, {
+            ...actor,
+            action: 'endusers.create',
+            resource: `enduser:${id}`,
+            outcome: 'success',
+            details: { source: 'sign_up', applicationId },
+          })
+          return issueLink(actor, id, 'setup', applicationId, tx)
+        })
+        .catch((err: unknown) => {
+          // Two sign-ups of one address at once: the other made it, and sent its link.
+          if (
+            (err instanceof AppError && err.code === 'account_exists') ||
+            isUniqueViolation(err, 'endusers_tenant_email_unique')
+          )
+            return undefined
+          throw err
+        })
+      if (issued) await deps.links.enqueue(issued.linkId)
     },
     async recordSignIn(tenantId, accountId, applicationId) {
       const row = await getEndUser(sql, tenantId, accountId)

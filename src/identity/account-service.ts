@@ -105,7 +105,8 @@ const EMAIL = /^[^\s@\u0000-\u001f\u007f]{1,64}@[^\s@.\u0000-\u001f\u007f]+(\.[^
 const throttleSubject = (realm: string, emailNormalized: string) =>
   `${realm}:${createHash('sha256').update(emailNormalized, 'utf8').digest('base64url')}`
 
-const isPlausibleEmail = (normalized: string) => normalized.length <= 254 && EMAIL.test(normalized)
+/** Could be an address (bounded, the shape of one): what is not is never looked up. */
+export const isPlausibleEmail = (normalized: string) => normalized.length <= 254 && EMAIL.test(normalized)
 
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase()

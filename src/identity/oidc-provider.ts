@@ -65,6 +65,7 @@ export interface TenantClient {
   /** The application's MFA methods (null: the tenant's) and login panel (null: the tenant's). */
   mfaMethods: MfaMethods | null
   branding: { loginPanel: LoginPanel } | null
+  signUpEnabled: boolean
 }
 
 export interface ClientDirectory {

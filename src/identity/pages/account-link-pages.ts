@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
+import { resolvePanel } from '../../branding/login-panel.ts'
 import type { AccountLinks, LinkKind } from '../account-links.ts'
 import { type AccountService, type PasswordPolicy, tenantRealm } from '../account-service.ts'
 import type { ClientDirectory } from '../oidc-provider.ts'
@@ -13,6 +14,7 @@ import {
   renderErrorPage,
   renderPage,
 } from './layout.ts'
+import type { TenantBranding } from './sign-in-routes.ts'
 
 export interface AccountLinkPagesDeps {
   accounts: AccountService
@@ -24,6 +26,7 @@ export interface AccountLinkPagesDeps {
   passwordPolicyOf(tenantId: string): Promise<PasswordPolicy>
   /** A new password ends the account's sessions everywhere. */
   endSessionsOf(accountId: string): Promise<void>
+  branding?: TenantBranding
   logger: Logger
 }
 
@@ -53,7 +56,24 @@ export function accountLinkPages(deps: AccountLinkPagesDeps) {
   const { csrf, links } = deps
   const send = (reply: FastifyReply, status: number, html: string) =>
     reply.code(status).headers(pageHeaders(deps.pageSettings)).send(html)
-  const contextOf = (request: FastifyRequest) => pageContext(undefined, request.headers['accept-language'])
+  const plainContextOf = (request: FastifyRequest) =>
+    pageContext(undefined, request.headers['accept-language'])
+
+  /** These pages wear the application's panel (its id is in the link), else the tenant's, else the defaults. */
+  async function contextOf(request: FastifyRequest, fields?: unknown): Promise<PageContext> {
+    const ctx = plainContextOf(request)
+    const applicationId = field(fields, 'applicationId')
+    const userId = field(fields, 'userId')
+    const app =
+      applicationId && UUID.test(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
+    const account = !app && userId && UUID.test(userId) ? await deps.accounts.get(userId) : undefined
+    const tenantId =
+      app?.tenantId ?? (account?.realm.startsWith('tenant:') ? account.realm.slice(7) : undefined)
+    const tenantPanel = tenantId ? await deps.branding?.panelOf(tenantId) : undefined
+    if (!app?.branding && !tenantPanel) return ctx
+    const defaults = { title: ctx.t.panelTitle, text: ctx.t.panelText }
+    return { ...ctx, panel: resolvePanel(ctx.locale, defaults, app?.branding?.loginPanel, tenantPanel) }
+  }
 
   function csrfField(request: FastifyRequest, reply: FastifyReply, purpose: string): string {
     const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), purpose)
@@ -141,7 +161,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
 
   return async (app: FastifyInstance) => {
     app.get('/forgot-password', async (request, reply) => {
-      const ctx = contextOf(request)
+      const ctx = await contextOf(request, request.query)
       const applicationId = field(request.query, 'applicationId') ?? ''
       const back = field(request.query, 'return')
       const application = UUID.test(applicationId)
@@ -158,7 +178,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
     })
 
     app.post('/forgot-password', async (request, reply) => {
-      const ctx = contextOf(request)
+      const ctx = await contextOf(request, request.body)
       if (!csrf.check(cookieOf(request, CSRF_COOKIE), 'forgot-password', field(request.body, CSRF_FIELD)))
         return expired(request, reply, ctx)
       const applicationId = field(request.body, 'applicationId') ?? ''
@@ -180,7 +200,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
 
     for (const kind of ['reset', 'setup'] as const) {
       app.get(PATHS[kind], async (request, reply) => {
-        const ctx = contextOf(request)
+        const ctx = await contextOf(request, request.query)
         const claim = claimOf(request.query)
         const policy = claim ? await policyFor(claim.userId) : undefined
         if (!claim || !policy || !(await links.isLive({ ...claim, kind })))
@@ -189,7 +209,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
       })
 
       app.post(PATHS[kind], async (request, reply) => {
-        const ctx = contextOf(request)
+        const ctx = await contextOf(request, request.body)
         const claim = claimOf(request.body)
         if (!claim) return invalidLink(reply, ctx, kind)
         if (

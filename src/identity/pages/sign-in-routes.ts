@@ -2,7 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
 import { type LoginPanel, resolvePanel } from '../../branding/login-panel.ts'
-import { type AccountService, TEAM_REALM, tenantRealm } from '../account-service.ts'
+import {
+  type AccountService,
+  isPlausibleEmail,
+  normalizeEmail,
+  TEAM_REALM,
+  tenantRealm,
+} from '../account-service.ts'
 import {
   type ClientDirectory,
   CONSOLE_CLIENT_ID,
@@ -45,6 +51,8 @@ export interface TenantBranding {
 export interface EndUserSignIns {
   /** false: the account has no end-user record of the tenant, or it is blocked. */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
+  /** Sign-up: the same outcome on the page whether the address is new, known or blocked. */
+  signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
 }
 
 export interface SignInDeps {
@@ -249,9 +257,13 @@ export function signInRoutes(deps: SignInDeps) {
     error?: string,
     email = '',
     forgotLink?: string,
+    signUp = false,
   ) {
     const forgot = forgotLink
       ? `<p><a class="link" href="${esc(forgotLink)}">${esc(ctx.t.forgotPassword)}</a></p>`
+      : ''
+    const create = signUp
+      ? `<p><a class="link" href="/sign-in/${esc(uid)}/sign-up">${esc(ctx.t.createAccount)}</a></p>`
       : ''
     const body = `${alertOf(error)}<form method="post" action="/sign-in/${esc(uid)}/password" autocomplete="on">
 ${csrfFor(request, reply, `sign-in:${uid}`)}
@@ -260,7 +272,7 @@ ${csrfFor(request, reply, `sign-in:${uid}`)}
 <label for="password">${esc(ctx.t.password)}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
 <button type="submit">${esc(ctx.t.signIn)}</button>
-</form>${forgot}`
+</form>${forgot}${create}`
     return send(reply, status, renderPage(ctx, { title: ctx.t.signInTitle, body }))
   }
 
@@ -489,7 +501,48 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         undefined,
         '',
         forgotLinkOf(client, interaction),
+        client?.signUpEnabled ?? false,
       )
+    })
+
+    // Sign-up, where the application allows it: the address first; the e-mailed link sets the password.
+    app.get('/sign-in/:uid/sign-up', async (request, reply) => {
+      const interaction = await interactionOf(request, reply)
+      if (!interaction) return reply
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
+      if (!client?.signUpEnabled) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      const body = `<p>${esc(ctx.t.signUpPrompt)}</p><form method="post" action="/sign-in/${esc(interaction.uid)}/sign-up">
+${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
+<label for="email">${esc(ctx.t.email)}</label>
+<input id="email" name="email" type="email" autocomplete="email" required maxlength="254">
+<button type="submit">${esc(ctx.t.createAccount)}</button>
+</form><p><a class="link" href="/sign-in/${esc(interaction.uid)}">${esc(ctx.t.backToSignIn)}</a></p>`
+      return send(reply, 200, renderPage(ctx, { title: ctx.t.createAccount, body }))
+    })
+
+    app.post('/sign-in/:uid/sign-up', async (request, reply) => {
+      const interaction = await interactionOf(request, reply)
+      if (!interaction) return reply
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
+      if (!client?.signUpEnabled) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      if (!formChecked(request, reply, ctx, 'sign-up', interaction.uid)) return reply
+      const email = ((request.body as Form)['email'] ?? '').trim()
+      if (!isPlausibleEmail(normalizeEmail(email)))
+        return send(
+          reply,
+          400,
+          renderErrorPage(ctx, ctx.t.emailInvalid, `/sign-in/${interaction.uid}/sign-up`),
+        )
+      // The answer never depends on the address: the work happens after it, off this request's path.
+      void deps.endUsers
+        .signUp({ tenantId: client.tenantId, applicationId: client.applicationId, email })
+        .catch((err: unknown) =>
+          request.log.error({ err: { message: (err as Error).message } }, 'sign-up failed'),
+        )
+      const body = `<p>${esc(ctx.t.signUpSent)}</p><p><a class="link" href="/sign-in/${esc(interaction.uid)}">${esc(ctx.t.backToSignIn)}</a></p>`
+      return send(reply, 200, renderPage(ctx, { title: ctx.t.createAccount, body }))
     })
 
     app.post('/sign-in/:uid/password', async (request, reply) => {

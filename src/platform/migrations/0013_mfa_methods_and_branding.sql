@@ -30,6 +30,8 @@ CREATE INDEX account_otps_account_idx ON account_otps (account_id, channel, crea
 ALTER TABLE applications ADD COLUMN mfa_methods jsonb;
 -- {"loginPanel": {"imageUrl": ..., "translations": {"en": {"title", "text"}, ...}}}; NULL: none.
 ALTER TABLE applications ADD COLUMN branding jsonb;
+-- People may create their own account on the sign-in pages of this application.
+ALTER TABLE applications ADD COLUMN sign_up_enabled boolean NOT NULL DEFAULT false;
 
 -- The tenant's login panel, the fallback of applications that set none.
 ALTER TABLE tenant_settings ADD COLUMN branding jsonb NOT NULL DEFAULT '{}'::jsonb;
