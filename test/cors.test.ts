@@ -126,6 +126,20 @@ describe('CORS of the OpenID provider (spec 4.4)', () => {
     }
   })
 
+  test('an application registered after a process started is its client at once (no restart)', async () => {
+    const later = await a.request('POST', '/api/v1/applications', {
+      key: tenantKey,
+      body: { name: 'Later', applicationType: 'spa', redirectUris: [`${APP_ORIGIN}/later`] },
+    })
+    assert.equal(later.status, 201)
+    // The made-up code is the only thing wrong: the client itself is known to process B.
+    const call = await tokenCall(b.baseUrl, APP_ORIGIN, later.body.clientId)
+    assert.equal(call.body.error, 'invalid_grant')
+    await a.request('DELETE', `/api/v1/applications/${later.body.id}`, { key: tenantKey })
+    const gone = await tokenCall(b.baseUrl, 'http://localhost:3000', later.body.clientId)
+    assert.equal(gone.body.error, 'invalid_client')
+  })
+
   test('after the application’s redirect URIs change, both processes follow without a restart', async () => {
     // Warm process B's list with the current origins.
     assert.equal((await preflight(b.baseUrl, '/oidc/token', APP_ORIGIN)).status, 204)

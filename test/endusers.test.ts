@@ -604,6 +604,73 @@ describe('end-users, applications as clients, roles', () => {
     assert.equal((await auditOf(service, tenant.key, 'endusers.password_reset.request')).length, 1)
   })
 
+  test('sign-up where the application allows it: the address, then the e-mailed set-up link; a known address reads the same', async () => {
+    const tenant = await service.createTenant()
+    const closed = await createApp(tenant.key, { name: 'Closed' })
+    const open = await createApp(tenant.key, { name: 'Open', signUpEnabled: true })
+    const signInPageOf = async (clientId: string) => {
+      const client = await applicationClient(service.baseUrl, clientId, APP_REDIRECT)
+      const url = oidc.buildAuthorizationUrl(client.config, {
+        redirect_uri: APP_REDIRECT,
+        scope: 'openid',
+        code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+        code_challenge_method: 'S256',
+        state: 's',
+      })
+      const jar = new CookieJar()
+      return { jar, client, shown: (await follow(jar, service.baseUrl, url.toString(), APP_REDIRECT)).page! }
+    }
+    const closedPage = await signInPageOf(closed.clientId)
+    assert.ok(!/\/sign-up"/.test(closedPage.shown.html), 'no sign-up link where it is off')
+    const uid = /action="\/sign-in\/([^/]+)\/password"/.exec(closedPage.shown.html)![1]!
+    assert.equal(
+      (await page(closedPage.jar, new URL(`/sign-in/${uid}/sign-up`, service.baseUrl))).status,
+      404,
+    )
+
+    const { jar, client, shown } = await signInPageOf(open.clientId)
+    const href = /href="(\/sign-in\/[^"]+\/sign-up)"/.exec(shown.html)?.[1]
+    assert.ok(href, 'the sign-in page offers sign-up')
+    const email = `new-${Date.now()}@example.com`
+    const answers: string[] = []
+    const links: URL[] = []
+    // The same address twice: first new (a set-up link), then known (a reset link to its owner).
+    for (const address of [email, email]) {
+      const form = await page(jar, new URL(href, service.baseUrl))
+      const sent = await page(jar, new URL(formActionOf(form.html), service.baseUrl), {
+        form: { csrf: csrfOf(form.html), email: address },
+      })
+      assert.equal(sent.status, 200)
+      answers.push(sent.html.replace(/name="csrf" value="[^"]+"/g, ''))
+      links.push(await linkMailedTo(smtp, email, links.length))
+    }
+    assert.equal(answers[0], answers[1], 'a new and a known address read the same')
+    const [setup, reset] = links as [URL, URL]
+    assert.equal(setup.pathname, '/set-up-account')
+    assert.equal(setup.searchParams.get('applicationId'), open.id)
+    assert.equal(
+      reset.pathname,
+      '/reset-password',
+      'the second attempt mails a reset link to the owner of the address',
+    )
+    assert.equal((await choosePassword(setup, 'a password of my own')).status, 200)
+    const { tokens } = await signIn(service.baseUrl, client, {
+      email,
+      password: 'a password of my own',
+      scope: 'openid',
+    })
+    assert.ok(tokens.id_token)
+    const users = await service.request('GET', `/api/v1/endusers?applicationId=${open.id}`, {
+      key: tenant.key,
+    })
+    assert.equal(users.body.data[0].source, 'sign_up')
+    const invalid = await page(jar, new URL(href, service.baseUrl))
+    const bad = await page(jar, new URL(formActionOf(invalid.html), service.baseUrl), {
+      form: { csrf: csrfOf(invalid.html), email: 'not an address' },
+    })
+    assert.equal(bad.status, 400)
+  })
+
   test('end-user list: filters by application, status and search, paginated', async () => {
     const tenant = await service.createTenant()
     const a = await createApp(tenant.key, { name: 'A' })
