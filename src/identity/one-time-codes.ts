@@ -108,7 +108,7 @@ export function createOneTimeCodes(deps: {
     },
     async deliver(otpId, final) {
       const row = await getOtp(sql, otpId)
-      if (!row || row.dispatch_status !== 'queued' || !row.code_sealed) return 'skipped'
+      if (row?.dispatch_status !== 'queued' || !row.code_sealed) return 'skipped'
       if (row.revoked_at || row.consumed_at || row.expires_at <= clock.now()) return 'skipped'
       const master = deps.masterKeys.find(row.master_key_id)
       if (!master) return 'skipped'
