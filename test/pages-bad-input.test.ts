@@ -143,21 +143,77 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
       403,
       'an invitation form without CSRF',
     )
+    const uuid = '0b6f3c1e-2f4a-4c69-9d1e-6f0d2a9b7c11'
+    for (const [path, status] of [
+      [`/reset-password?userId=${uuid}&token=${'A'.repeat(43)}`, 400],
+      ['/reset-password', 400],
+      [`/set-up-account?userId=x&token=y`, 400],
+      [`/reset-password?userId=${uuid}&applicationId=nope&token=${'A'.repeat(43)}`, 400],
+      ['/forgot-password', 404],
+      [`/forgot-password?applicationId=${uuid}`, 404],
+    ] as const) {
+      const shown = await page(new CookieJar(), new URL(path, service.baseUrl))
+      assertHtmlError(shown, status, path)
+      if (path.startsWith('/reset-password')) assert.match(shown.html, /invalid_reset_token/, path)
+    }
+    assertHtmlError(
+      await page(new CookieJar(), new URL('/reset-password', service.baseUrl), {
+        form: { userId: uuid, token: 'A'.repeat(43), password: 'p', repeat: 'p' },
+      }),
+      403,
+      'a reset form without CSRF',
+    )
+    assertHtmlError(
+      await page(new CookieJar(), new URL('/forgot-password', service.baseUrl), { form: { email: 'a@b.c' } }),
+      403,
+      'a forgot-password form without CSRF',
+    )
+    assertHtmlError(
+      await page(jar, new URL(`/sign-in/${live.uid}/sign-up`, service.baseUrl)),
+      404,
+      'sign-up of the console',
+    )
   })
 
   test('300 seeded random forms and paths: never a 5xx, always an HTML page', async () => {
     const r = rng(0x5eed)
     const jar = new CookieJar()
     const live = await interaction(jar)
+    const id = '0b6f3c1e-2f4a-4c69-9d1e-6f0d2a9b7c11'
     const paths = [
       live.action,
       `/sign-in/${live.uid}/totp`,
       `/sign-in/${live.uid}/totp-enrol`,
+      `/sign-in/${live.uid}/email-otp`,
+      `/sign-in/${live.uid}/sms-enrol`,
+      `/sign-in/${live.uid}/sms-otp`,
+      `/sign-in/${live.uid}/resend`,
+      `/sign-in/${live.uid}/sign-up`,
       `/sign-in/${live.uid}/consent`,
       `/sign-in/${live.uid}`,
       '/invitations/accept',
+      '/forgot-password',
+      `/forgot-password?applicationId=${id}`,
+      '/reset-password',
+      `/reset-password?userId=${id}&token=${'A'.repeat(43)}`,
+      `/set-up-account?userId=not-a-uuid&applicationId=${id}&token=x`,
     ]
-    const fields = ['email', 'password', 'code', 'csrf', 'token', 'decision', '__proto__', 'constructor', '']
+    const fields = [
+      'email',
+      'password',
+      'repeat',
+      'code',
+      'phone',
+      'csrf',
+      'token',
+      'userId',
+      'applicationId',
+      'return',
+      'decision',
+      '__proto__',
+      'constructor',
+      '',
+    ]
     for (let i = 0; i < 300; i++) {
       const path = r.pick(paths)
       const form = new URLSearchParams()

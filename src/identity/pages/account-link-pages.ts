@@ -148,7 +148,8 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
     const userId = field(fields, 'userId')
     const token = field(fields, 'token')
     const applicationId = field(fields, 'applicationId')
-    if (!userId || !token) return undefined
+    // Malformed ids never reach the database (a uuid column would refuse them with an error).
+    if (!userId || !token || !UUID.test(userId)) return undefined
     if (applicationId !== undefined && !UUID.test(applicationId)) return undefined
     return { userId, token, applicationId }
   }
