@@ -106,7 +106,7 @@ body{margin:0;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;c
 .card{width:100%;max-width:380px;background:#fff;border-radius:12px;box-shadow:0 4px 24px rgba(15,23,42,.08);padding:32px}
 h1{font-size:1.5rem;margin:0 0 24px}
 label{display:block;font-size:.875rem;font-weight:600;margin:16px 0 6px}
-input[type=email],input[type=password],input[type=text]{width:100%;padding:10px 12px;border:1px solid #cbd2dc;border-radius:8px;font-size:1rem}
+input[type=email],input[type=password],input[type=text],input[type=tel]{width:100%;padding:10px 12px;border:1px solid #cbd2dc;border-radius:8px;font-size:1rem}
 button{margin-top:24px;width:100%;padding:11px;border:0;border-radius:8px;background:#1f3a8a;color:#fff;font-size:1rem;font-weight:600;cursor:pointer}
 button.secondary{background:#e5e7eb;color:#1d2330;margin-top:12px}
 .error{background:#fef2f2;color:#991b1b;border-radius:8px;padding:10px 12px}
