@@ -201,4 +201,72 @@ describe('applications (OpenID clients of a tenant)', () => {
     assert.equal(removed.status, 204)
     assert.equal((await service.request('GET', `/api/v1/applications/${id}`, { key: owner.key })).status, 404)
   })
+
+  test('mfaMethods, branding and signUpEnabled: stored, kept when left out of a PUT, removed by null; the panel’s bounds are 400s', async () => {
+    const tenant = await service.createTenant()
+    const panel = {
+      imageUrl: 'https://cdn.example.com/orders.png',
+      translations: { fr: { title: 'Commandes', text: 'Connectez-vous.' } },
+    }
+    const mfa = {
+      totp: { enabled: true, required: false },
+      emailOtp: { enabled: true, required: true },
+      smsOtp: { enabled: false, required: false },
+    }
+    const created = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: {
+        name: 'Orders',
+        applicationType: 'spa',
+        redirectUris: ['https://orders.example.com/cb'],
+        mfaMethods: mfa,
+        branding: { loginPanel: panel },
+        signUpEnabled: true,
+      },
+    })
+    assert.equal(created.status, 201, created.text)
+    assert.deepEqual(created.body.mfaMethods, mfa)
+    assert.deepEqual(created.body.branding, { loginPanel: panel })
+    assert.equal(created.body.signUpEnabled, true)
+    const id = created.body.id
+    const put = (body: Record<string, unknown>) =>
+      service.request('PUT', `/api/v1/applications/${id}`, {
+        key: tenant.key,
+        body: { name: 'Orders', redirectUris: ['https://orders.example.com/cb'], ...body },
+      })
+    const kept = await put({})
+    assert.deepEqual(kept.body.mfaMethods, mfa)
+    assert.deepEqual(kept.body.branding, { loginPanel: panel })
+    assert.equal(kept.body.signUpEnabled, true)
+    const cleared = await put({ mfaMethods: null, branding: null, signUpEnabled: false })
+    assert.equal(cleared.body.mfaMethods, null)
+    assert.equal(cleared.body.branding, null)
+    assert.equal(cleared.body.signUpEnabled, false)
+    const audit = await service.request('GET', '/api/v1/audit?action=applications.update', {
+      key: tenant.key,
+    })
+    assert.deepEqual(audit.body.data[0].details, {
+      resources: 'kept',
+      mfaMethods: 'cleared',
+      branding: 'cleared',
+      signUp: 'disabled',
+    })
+    for (const [loginPanel, field] of [
+      [{ imageUrl: 'javascript:alert(1)' }, 'body/branding/loginPanel/imageUrl'],
+      [
+        { translations: { en: { title: 'x'.repeat(501), text: '' } } },
+        'body/branding/loginPanel/translations/en/title',
+      ],
+      [
+        { translations: { es: { title: 'x', text: 'y'.repeat(1001) } } },
+        'body/branding/loginPanel/translations/es/text',
+      ],
+    ] as const) {
+      const refused = await put({ branding: { loginPanel } })
+      assert.equal(refused.status, 400, JSON.stringify(loginPanel))
+      // A nullable object is a union: the 400 names it, and the message the field inside it.
+      const { path, message } = refused.body.fields[0]
+      assert.equal(`${path}${path === field ? '' : message.split(' ')[0]}`, field, refused.text)
+    }
+  })
 })

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { manualClock } from './helpers/manual-clock.ts'
 import {
   type SpawnedService,
   spawnService,
@@ -158,5 +159,40 @@ describe('CORS of the OpenID provider (spec 4.4)', () => {
       assert.equal((await tokenCall(base, NEW_ORIGIN, clientId)).allowOrigin, NEW_ORIGIN)
       assert.equal((await tokenCall(base, APP_ORIGIN, clientId)).allowOrigin, null)
     }
+  })
+})
+
+describe('CORS allow-list: held at most 5 minutes (test clock)', () => {
+  let service: TestService
+  const clock = manualClock()
+
+  before(async () => {
+    service = await startTestService({}, { clock })
+  })
+  after(() => service?.stop())
+
+  test('a change the bus never announced (written behind the service’s back) is seen once the 5 minutes are over', async () => {
+    const tenant = await service.createTenant()
+    const created = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: { name: 'Orders', applicationType: 'spa', redirectUris: [`${APP_ORIGIN}/callback`] },
+    })
+    assert.equal(created.status, 201)
+    assert.equal((await preflight(service.baseUrl, '/oidc/token', APP_ORIGIN)).status, 204)
+    // As if another writer (or a process whose bus message was lost) changed the URIs.
+    await service.sql`UPDATE applications SET redirect_uris = ${[`${NEW_ORIGIN}/callback`]} WHERE id = ${created.body.id}`
+    clock.advance(4 * 60_000)
+    assert.equal(
+      (await preflight(service.baseUrl, '/oidc/token', NEW_ORIGIN)).status,
+      403,
+      'still the held list',
+    )
+    clock.advance(61_000)
+    assert.equal(
+      (await preflight(service.baseUrl, '/oidc/token', NEW_ORIGIN)).status,
+      204,
+      'rebuilt after 5 minutes',
+    )
+    assert.equal((await preflight(service.baseUrl, '/oidc/token', APP_ORIGIN)).status, 403)
   })
 })

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { createHmac } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
 import { SCOPES } from '../src/auth/scopes.ts'
@@ -15,20 +14,11 @@ import {
   page,
   refreshTargetOf,
 } from './helpers/sign-in.ts'
+import { totpCode } from './helpers/totp.ts'
 
 const REDIRECT = 'http://127.0.0.1:9/callback'
 
-/** The test's own TOTP (RFC 6238, SHA-1, 30 s, 6 digits) from a Base32 secret. */
-function totp(base32: string, step = Math.floor(Date.now() / 30_000)): string {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
-  let bits = ''
-  for (const c of base32) bits += alphabet.indexOf(c).toString(2).padStart(5, '0')
-  const key = Buffer.from(bits.match(/.{8}/g)!.map((b) => Number.parseInt(b, 2)))
-  const counter = Buffer.alloc(8)
-  counter.writeBigUInt64BE(BigInt(step))
-  const mac = createHmac('sha1', key).update(counter).digest()
-  return String((mac.readUInt32BE(mac[19]! & 15) & 0x7fffffff) % 1_000_000).padStart(6, '0')
-}
+const totp = (base32: string, step = Math.floor(Date.now() / 30_000)) => totpCode(base32, step * 30_000)
 
 describe('tenant security settings', () => {
   let service: TestService
@@ -250,5 +240,61 @@ describe('tenant security settings', () => {
     }
     assert.equal(claims.exp - claims.iat, 120)
     assert.equal((await service.api.services.accounts.get(account.id))?.totpEnrolled, true)
+  })
+
+  test('branding: any caller reads it; owners and admins replace it, audited with the editor; bounds are 400s naming the field', async () => {
+    const tenant = await service.createTenant()
+    const owner = await memberSession(service, client, tenant.tenantId, 'tenant:owner')
+    const developer = await memberSession(service, client, tenant.tenantId, 'tenant:developer')
+    const empty = await service.request('GET', '/api/v1/settings/branding', { key: tenant.key })
+    assert.equal(empty.status, 200)
+    assert.deepEqual(empty.body, {})
+    const panel = {
+      imageUrl: 'https://cdn.example.com/panel.png',
+      translations: { en: { title: 'Acme', text: 'Welcome' }, it: { title: 'Acme', text: 'Benvenuti' } },
+    }
+    for (const forbidden of [{ key: tenant.key }, { headers: developer.headers }]) {
+      const refused = await service.request('PUT', '/api/v1/settings/branding', { ...forbidden, body: panel })
+      assert.equal(refused.status, 403)
+      assert.equal(refused.body.error, 'forbidden')
+    }
+    const put = await service.request('PUT', '/api/v1/settings/branding', {
+      headers: owner.headers,
+      body: panel,
+    })
+    assert.equal(put.status, 200, put.text)
+    assert.deepEqual(put.body, panel)
+    assert.deepEqual(
+      (await service.request('GET', '/api/v1/settings/branding', { key: tenant.key })).body,
+      panel,
+    )
+    const audit = await service.request('GET', '/api/v1/audit?action=settings.branding.update', {
+      key: tenant.key,
+    })
+    assert.equal(audit.body.data.length, 1)
+    assert.equal(audit.body.data[0].actor, `member:${owner.accountId}`)
+    const bad: Array<[unknown, string]> = [
+      [{ translations: { en: { title: 't'.repeat(501), text: '' } } }, 'body/translations/en/title'],
+      [{ translations: { en: { title: 't', text: 'x'.repeat(1001) } } }, 'body/translations/en/text'],
+      [{ translations: { pt: { title: 't', text: 'x' } } }, 'body/translations'],
+      [{ imageUrl: 'http://insecure.example.com/p.png' }, 'body/imageUrl'],
+    ]
+    for (const [body, field] of bad) {
+      const refused = await service.request('PUT', '/api/v1/settings/branding', {
+        headers: owner.headers,
+        body,
+      })
+      assert.equal(refused.status, 400, JSON.stringify(body))
+      assert.ok(
+        refused.body.fields.some((f: { path: string }) => f.path.startsWith(field)),
+        `${field}: ${refused.text}`,
+      )
+    }
+    // Exactly at the bounds: accepted.
+    const edge = await service.request('PUT', '/api/v1/settings/branding', {
+      headers: owner.headers,
+      body: { translations: { de: { title: 't'.repeat(500), text: 'x'.repeat(1000) } } },
+    })
+    assert.equal(edge.status, 200, edge.text)
   })
 })
