@@ -193,6 +193,8 @@ export async function createServices(
     sessionPolicy: {
       accessTokenSecondsOf: async (tenantId) =>
         (await settings.getSecurity(tenantId)).sessionLifetimes.accessTokenSeconds,
+      refreshTokenSecondsOf: async (tenantId) =>
+        (await settings.getSecurity(tenantId)).sessionLifetimes.refreshTokenSeconds,
     },
     mfaPolicy: {
       methodsFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods,

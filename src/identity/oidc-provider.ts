@@ -113,6 +113,7 @@ export function clientMetadata(app: TenantClient): ClientMetadata {
 /** What the provider needs of tenant settings (src/settings); absent, the defaults above apply. */
 export interface SessionPolicy {
   accessTokenSecondsOf(tenantId: string): Promise<number | undefined>
+  refreshTokenSecondsOf(tenantId: string): Promise<number | undefined>
 }
 
 export interface OidcDeps {
@@ -207,6 +208,8 @@ async function build(
     ctx.oidc.session?.accountId ??
     (ctx.oidc.entities.Grant?.accountId as string | undefined)
 
+  const refreshLifetimes = refreshTokenLifetimes(deps)
+
   const configuration: Configuration = {
     adapter,
     clients: [
@@ -287,9 +290,23 @@ async function build(
         },
       },
     },
-    // The console keeps members signed in with refresh tokens bound to the session: signing out
-    // ends them (no offline_access).
-    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // Refresh tokens are bound to the session (no offline_access): signing out ends them. Their
+    // lifetime is the tenant's (sessionLifetimes.refreshTokenSeconds); the provider asks for it
+    // synchronously, so it is looked up here, before the token is made.
+    issueRefreshToken: async (ctx, client) => {
+      if (!client.grantTypeAllowed('refresh_token')) return false
+      await refreshLifetimes.prepare(ctx, client)
+      return true
+    },
+    // Public clients get a new refresh token at each use (the old one dies); confidential ones
+    // when 70% of its life has passed, as oidc-provider does by default.
+    rotateRefreshToken: async (ctx) => {
+      const { RefreshToken: token, Client: client } = ctx.oidc.entities
+      if (!token || !client) return false
+      const rotate = client.clientAuthMethod === 'none' || token.ttlPercentagePassed() >= 70
+      if (rotate) await refreshLifetimes.prepare(ctx, client)
+      return rotate
+    },
     extraTokenClaims: async (ctx, token) => {
       if (token.kind !== 'AccessToken') return undefined
       const client = ctx.oidc.client
@@ -324,7 +341,7 @@ async function build(
       AuthorizationCode: TOKEN_TTL.authorizationCode,
       IdToken: TOKEN_TTL.idToken,
       Interaction: TOKEN_TTL.interaction,
-      RefreshToken: TOKEN_TTL.refreshToken,
+      RefreshToken: (ctx, token, client) => refreshLifetimes.of(ctx, token, client),
       Session: TOKEN_TTL.session,
       Grant: TOKEN_TTL.grant,
     },
@@ -392,5 +409,43 @@ async function applicationResource(
     accessTokenTTL: ttl,
     accessTokenFormat: 'jwt',
     jwt: { sign: { alg: 'ES256' } },
+  }
+}
+
+/**
+ * The lifetime of a refresh token: the tenant's setting, found before the token is made (the
+ * provider's TTL callback is synchronous). A rotated token of a public client keeps the remaining
+ * life of the one it replaces, so rotation never extends a session past the tenant's limit.
+ */
+function refreshTokenLifetimes(deps: OidcDeps) {
+  const prepared = new WeakMap<object, number>()
+  const tenantOfRequest = (ctx: KoaContextWithOIDC, client: { clientId: string; [key: string]: unknown }) => {
+    if (client.clientId !== CONSOLE_CLIENT_ID) {
+      const tenantId = client[CLIENT_TENANT]
+      return typeof tenantId === 'string' ? tenantId : undefined
+    }
+    const { AuthorizationCode: code, RefreshToken: refresh } = ctx.oidc.entities
+    for (const resource of [ctx.oidc.params?.['resource'], code?.resource, refresh?.resource].flat()) {
+      const tenantId = typeof resource === 'string' ? tenantOfResource(resource) : undefined
+      if (tenantId) return tenantId
+    }
+    return undefined
+  }
+  return {
+    async prepare(ctx: KoaContextWithOIDC, client: { clientId: string; [key: string]: unknown }) {
+      const tenantId = tenantOfRequest(ctx, client)
+      const seconds = tenantId ? await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId) : undefined
+      if (seconds) prepared.set(ctx, seconds)
+    },
+    of(
+      ctx: KoaContextWithOIDC | undefined,
+      token: { isSenderConstrained(): boolean },
+      client: { clientAuthMethod?: string | undefined },
+    ): number {
+      const rotated = ctx?.oidc.entities.RotatedRefreshToken
+      if (rotated && client.clientAuthMethod === 'none' && !token.isSenderConstrained())
+        return rotated.remainingTTL
+      return (ctx && prepared.get(ctx)) ?? TOKEN_TTL.refreshToken
+    },
   }
 }
