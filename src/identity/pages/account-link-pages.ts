@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { resolvePanel } from '../../branding/login-panel.ts'
-import type { AccountLinks, LinkKind } from '../account-links.ts'
+import { type AccountLinks, LINK_PATHS, type LinkKind } from '../account-links.ts'
 import { type AccountService, type PasswordPolicy, tenantRealm } from '../account-service.ts'
 import type { ClientDirectory } from '../oidc-provider.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
@@ -36,7 +36,6 @@ export const INVALID_LINK_CODE: Record<LinkKind, string> = {
   setup: 'invalid_setup_token',
 }
 
-const PATHS: Record<LinkKind, string> = { reset: '/reset-password', setup: '/set-up-account' }
 const SIGN_IN_RETURN = /^\/sign-in\/[A-Za-z0-9_-]{1,64}$/
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -125,7 +124,7 @@ ${back ? `<input type="hidden" name="return" value="${esc(back)}">` : ''}
     error?: string,
   ) {
     const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
-    const body = `${alert}<form method="post" action="${PATHS[kind]}">
+    const body = `${alert}<form method="post" action="${LINK_PATHS[kind]}">
 ${csrfField(request, reply, `${kind}:${claim.userId}`)}
 <input type="hidden" name="userId" value="${esc(claim.userId)}">
 ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(claim.applicationId)}">` : ''}
@@ -200,7 +199,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
     })
 
     for (const kind of ['reset', 'setup'] as const) {
-      app.get(PATHS[kind], async (request, reply) => {
+      app.get(LINK_PATHS[kind], async (request, reply) => {
         const ctx = await contextOf(request, request.query)
         const claim = claimOf(request.query)
         const policy = claim ? await policyFor(claim.userId) : undefined
@@ -209,7 +208,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
         return passwordForm(request, reply, ctx, kind, claim, policy, 200)
       })
 
-      app.post(PATHS[kind], async (request, reply) => {
+      app.post(LINK_PATHS[kind], async (request, reply) => {
         const ctx = await contextOf(request, request.body)
         const claim = claimOf(request.body)
         if (!claim) return invalidLink(reply, ctx, kind)
