@@ -7,6 +7,7 @@ import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import { isUuid } from '../platform/ids.ts'
 import { checkMfaMethods, type SecuritySettings } from '../settings/settings-service.ts'
 import {
   type ApplicationRow,
@@ -101,7 +102,6 @@ const toView = (row: ApplicationRow): ApplicationView => ({
 const RESERVED_RESOURCE_PREFIX = 'urn:kms:'
 
 const CLIENT_ID = /^app_[A-Za-z0-9_-]{20}$/
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** The web origin of an http(s) URI; custom schemes (native apps) have none. */
 function originOf(uri: string): string | undefined {
@@ -403,7 +403,7 @@ export function createApplicationService(deps: {
       return row ? registered(row) : undefined
     },
     async applicationOf(applicationId) {
-      if (!UUID.test(applicationId)) return undefined
+      if (!isUuid(applicationId)) return undefined
       const row = await getApplicationById(sql, applicationId)
       return row ? registered(row) : undefined
     },

@@ -15,6 +15,7 @@ import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
 import { connectDatabase, type Sql } from '../platform/database.ts'
 import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
 import { AppError } from '../platform/errors.ts'
+import { isUuid } from '../platform/ids.ts'
 import { createLogger } from '../platform/logger.ts'
 import { migrate } from '../platform/migrations.ts'
 import { describeStartupFailure } from '../platform/startup-failure.ts'
@@ -62,11 +63,9 @@ function required(values: Record<string, unknown>, name: string): string {
   return value
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
 function requiredId(values: Record<string, unknown>, name: string): string {
   const value = required(values, name)
-  if (!UUID.test(value)) throw new UsageError(`--${name} must be a UUID, got "${value}"`)
+  if (!isUuid(value)) throw new UsageError(`--${name} must be a UUID, got "${value}"`)
   return value
 }
 

@@ -162,6 +162,56 @@ export function createEndUserService(deps: {
     }
   }
 
+  /**
+   * A new end-user in the caller's transaction: the account of the tenant's realm (no password),
+   * the record, the application's list, the audit record and the set-up link.
+   */
+  async function insertNew(
+    tx: Queryable,
+    actor: Actor,
+    user: {
+      id: string
+      email: string
+      displayName: string | null
+      source: 'api' | 'sign_up'
+      applicationId: string | null
+    },
+  ) {
+    await accounts.createAccount(
+      tenantRealm(actor.tenantId),
+      { id: user.id, email: user.email, displayName: user.displayName },
+      tx,
+    )
+    await insertEndUser(tx, {
+      id: user.id,
+      tenant_id: actor.tenantId,
+      email: user.email,
+      email_normalized: normalizeEmail(user.email),
+      display_name: user.displayName,
+      source: user.source,
+      created_by: actor.actor,
+    })
+    if (user.applicationId)
+      await addToApplication(tx, {
+        tenantId: actor.tenantId,
+        endUserId: user.id,
+        applicationId: user.applicationId,
+      })
+    await audit.recordInTransaction(tx, {
+      ...actor,
+      action: 'endusers.create',
+      resource: `enduser:${user.id}`,
+      outcome: 'success',
+      details: { source: user.source, ...(user.applicationId ? { applicationId: user.applicationId } : {}) },
+    })
+    return issueLink(actor, user.id, 'setup', user.applicationId, tx)
+  }
+
+  /** The address is taken in the tenant (its account or its record, whichever the race hit first). */
+  const isDuplicate = (err: unknown) =>
+    (err instanceof AppError && err.code === 'account_exists') ||
+    isUniqueViolation(err, 'endusers_tenant_email_unique')
+
   /** Block and unblock: the identity change, then the record, in one transaction; idempotent. */
   async function setBlocked(actor: Actor, id: string, blocked: boolean): Promise<EndUserView> {
     const status: EndUserStatus = blocked ? 'blocked' : 'active'
@@ -205,40 +255,17 @@ export function createEndUserService(deps: {
       await requireApplication(actor, input.applicationId)
       const id = randomUUID()
       const { linkId, dispatch } = await sql
-        .begin(async (tx) => {
-          await accounts.createAccount(tenantRealm(actor.tenantId), { id, email, displayName }, tx)
-          await insertEndUser(tx, {
+        .begin((tx) =>
+          insertNew(tx, actor, {
             id,
-            tenant_id: actor.tenantId,
             email,
-            email_normalized: normalizeEmail(email),
-            display_name: displayName,
+            displayName,
             source: 'api',
-            created_by: actor.actor,
-          })
-          if (input.applicationId)
-            await addToApplication(tx, {
-              tenantId: actor.tenantId,
-              endUserId: id,
-              applicationId: input.applicationId,
-            })
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'endusers.create',
-            resource: `enduser:${id}`,
-            outcome: 'success',
-            details: {
-              source: 'api',
-              ...(input.applicationId ? { applicationId: input.applicationId } : {}),
-            },
-          })
-          return issueLink(actor, id, 'setup', input.applicationId ?? null, tx)
-        })
+            applicationId: input.applicationId ?? null,
+          }),
+        )
         .catch((err: unknown) => {
-          if (
-            (err instanceof AppError && err.code === 'account_exists') ||
-            isUniqueViolation(err, 'endusers_tenant_email_unique')
-          )
+          if (isDuplicate(err))
             throw new AppError(409, 'enduser_exists', 'An end-user with this e-mail address already exists')
           throw err
         })
@@ -330,34 +357,12 @@ export function createEndUserService(deps: {
       const id = randomUUID()
       const actor = { tenantId, actor: `enduser:${id}`, requestId: null, clientIp: null }
       const issued = await sql
-        .begin(async (tx) => {
-          await accounts.createAccount(tenantRealm(tenantId), { id, email: address }, tx)
-          await insertEndUser(tx, {
-            id,
-            tenant_id: tenantId,
-            email: address,
-            email_normalized: normalizeEmail(address),
-            display_name: null,
-            source: 'sign_up',
-            created_by: actor.actor,
-          })
-          await addToApplication(tx, { tenantId, endUserId: id, applicationId })
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'endusers.create',
-            resource: `enduser:${id}`,
-            outcome: 'success',
-            details: { source: 'sign_up', applicationId },
-          })
-          return issueLink(actor, id, 'setup', applicationId, tx)
-        })
+        .begin((tx) =>
+          insertNew(tx, actor, { id, email: address, displayName: null, source: 'sign_up', applicationId }),
+        )
         .catch((err: unknown) => {
           // Two sign-ups of one address at once: the other made it, and sent its link.
-          if (
-            (err instanceof AppError && err.code === 'account_exists') ||
-            isUniqueViolation(err, 'endusers_tenant_email_unique')
-          )
-            return undefined
+          if (isDuplicate(err)) return undefined
           throw err
         })
       if (issued) await deps.links.enqueue(issued.linkId)

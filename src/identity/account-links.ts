@@ -6,6 +6,7 @@ import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
+import { isUuid } from '../platform/ids.ts'
 import {
   type AccountLinkRow,
   consumeLink,
@@ -15,7 +16,7 @@ import {
   overdueLinks,
   recordLinkDispatch,
 } from './account-link-store.ts'
-import { normalizeEmail } from './account-service.ts'
+import { normalizeEmail, tenantOfRealm } from './account-service.ts'
 import { findAccountByEmail, getAccount, setPasswordHash } from './account-store.ts'
 import { esc } from './pages/layout.ts'
 
@@ -33,7 +34,6 @@ export const LINK_PATHS: Record<LinkKind, string> = {
   setup: '/set-up-account',
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const TOKEN = /^[A-Za-z0-9_-]{43}$/
 const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest()
 const linkAad = (id: string) => `kms account link v1 id:${id}`
@@ -98,9 +98,7 @@ export function createAccountLinks(deps: {
 }): AccountLinks {
   const { sql, clock } = deps
 
-  const wellFormed = (claim: LinkClaim) => UUID.test(claim.userId) && TOKEN.test(claim.token)
-  const tenantOfRealm = (realm: string) =>
-    realm.startsWith('tenant:') ? realm.slice('tenant:'.length) : null
+  const wellFormed = (claim: LinkClaim) => isUuid(claim.userId) && TOKEN.test(claim.token)
 
   const links: AccountLinks = {
     async issue(tx, input) {
@@ -162,7 +160,7 @@ export function createAccountLinks(deps: {
         if (!used) return undefined
         await setPasswordHash(tx, used.account_id, passwordHash)
         const account = await getAccount(tx, used.account_id)
-        const tenantId = account ? tenantOfRealm(account.realm) : null
+        const tenantId = account ? tenantOfRealm(account.realm) : undefined
         if (tenantId)
           await deps.audit.recordInTransaction(tx, {
             tenantId,
@@ -216,7 +214,7 @@ export function createAccountLinks(deps: {
         if (!final && reason !== 'smtp_not_configured') throw err
         await sql.begin(async (tx) => {
           if (!(await recordLinkDispatch(tx, { id: row.id, status: 'failed', error: reason }))) return
-          const tenantId = account.realm.startsWith('tenant:') ? account.realm.slice('tenant:'.length) : null
+          const tenantId = tenantOfRealm(account.realm)
           if (!tenantId) return
           await deps.audit.recordInTransaction(tx, {
             tenantId,

@@ -29,6 +29,9 @@ import { base32Encode, matchTotp, newTotpSecret, otpauthUri } from './totp.ts'
 export const TEAM_REALM = 'team'
 /** The realm of a tenant's end-users: the same address in two tenants is two accounts. */
 export const tenantRealm = (tenantId: string) => `tenant:${tenantId}`
+/** The tenant whose end-users a realm holds; undefined for the team realm. */
+export const tenantOfRealm = (realm: string): string | undefined =>
+  realm.startsWith('tenant:') ? realm.slice('tenant:'.length) : undefined
 
 export interface AccountView {
   id: string

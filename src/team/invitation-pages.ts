@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { type AccountService, TEAM_PASSWORD_POLICY } from '../identity/account-service.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from '../identity/pages/csrf.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../identity/pages/csrf.ts'
 import {
   esc,
   fill,
@@ -41,19 +41,13 @@ export function invitationPages(deps: {
     status: number,
     error?: string,
   ) {
-    const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), PURPOSE)
-    if (issued.fresh)
-      reply.header(
-        'set-cookie',
-        `${CSRF_COOKIE}=${issued.cookieValue}; Path=/; HttpOnly; SameSite=Strict${request.protocol === 'https' ? '; Secure' : ''}`,
-      )
     const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
     const label = invitation.accountExists
       ? ctx.t.yourPassword
       : ctx.t.choosePassword.replace('{min}', String(TEAM_PASSWORD_POLICY.minLength))
     const body = `${alert}<p>${fill(ctx.t.inviteText, { tenant: invitation.tenantName, role: invitation.role.replace('tenant:', '') })}</p>
 <form method="post" action="/invitations/accept">
-<input type="hidden" name="${CSRF_FIELD}" value="${esc(issued.token)}">
+${csrfField(csrf, request, reply, PURPOSE)}
 <input type="hidden" name="token" value="${esc(token)}">
 <label for="email">${esc(ctx.t.email)}</label>
 <input id="email" type="email" value="${esc(invitation.email)}" readonly autocomplete="username">

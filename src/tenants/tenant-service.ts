@@ -6,6 +6,7 @@ import type { MasterKeyring } from '../keyring/master-key.ts'
 import { createWrappedKek } from '../keyring/tenant-kek.ts'
 import type { Sql, Tx } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
+import { isUuid } from '../platform/ids.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import { createReadThroughCache } from '../platform/read-through-cache.ts'
 import { getTenant, insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
@@ -102,8 +103,6 @@ export interface TenantService {
   list(): Promise<{ data: TenantView[]; total: number }>
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
 /**
  * One tenant service for the API processes, the CLI and the bootstrap. The CLI and bootstrap pass
  * no bus: they read once and exit, so they get no cache.
@@ -138,7 +137,7 @@ export function createTenantService(deps: {
       return created
     },
     async get(id) {
-      if (!UUID.test(id)) return undefined
+      if (!isUuid(id)) return undefined
       const view = cache ? await cache.get(id, '', () => load(id)) : await load(id)
       return view ?? undefined
     },

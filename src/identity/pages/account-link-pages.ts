@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { resolvePanel } from '../../branding/login-panel.ts'
+import { isUuid } from '../../platform/ids.ts'
 import { type AccountLinks, LINK_PATHS, type LinkKind } from '../account-links.ts'
-import { type AccountService, type PasswordPolicy, tenantRealm } from '../account-service.ts'
+import { type AccountService, type PasswordPolicy, tenantOfRealm, tenantRealm } from '../account-service.ts'
 import type { ClientDirectory } from '../oidc-provider.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from './csrf.ts'
 import {
   esc,
   type PageContext,
@@ -37,7 +38,6 @@ export const INVALID_LINK_CODE: Record<LinkKind, string> = {
 }
 
 const SIGN_IN_RETURN = /^\/sign-in\/[A-Za-z0-9_-]{1,64}$/
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 type Fields = Record<string, string | undefined>
 const field = (fields: unknown, name: string): string | undefined => {
@@ -64,25 +64,17 @@ export function accountLinkPages(deps: AccountLinkPagesDeps) {
     const applicationId = field(fields, 'applicationId')
     const userId = field(fields, 'userId')
     const app =
-      applicationId && UUID.test(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
-    const account = !app && userId && UUID.test(userId) ? await deps.accounts.get(userId) : undefined
-    const tenantId =
-      app?.tenantId ?? (account?.realm.startsWith('tenant:') ? account.realm.slice(7) : undefined)
+      applicationId && isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
+    const account = !app && userId && isUuid(userId) ? await deps.accounts.get(userId) : undefined
+    const tenantId = app?.tenantId ?? (account ? tenantOfRealm(account.realm) : undefined)
     const tenantPanel = tenantId ? await deps.branding?.panelOf(tenantId) : undefined
     if (!app?.branding && !tenantPanel) return ctx
     const defaults = { title: ctx.t.panelTitle, text: ctx.t.panelText }
     return { ...ctx, panel: resolvePanel(ctx.locale, defaults, app?.branding?.loginPanel, tenantPanel) }
   }
 
-  function csrfField(request: FastifyRequest, reply: FastifyReply, purpose: string): string {
-    const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), purpose)
-    if (issued.fresh)
-      reply.header(
-        'set-cookie',
-        `${CSRF_COOKIE}=${issued.cookieValue}; Path=/; HttpOnly; SameSite=Strict${request.protocol === 'https' ? '; Secure' : ''}`,
-      )
-    return `<input type="hidden" name="${CSRF_FIELD}" value="${esc(issued.token)}">`
-  }
+  const formField = (request: FastifyRequest, reply: FastifyReply, purpose: string) =>
+    csrfField(csrf, request, reply, purpose)
 
   const expired = (request: FastifyRequest, reply: FastifyReply, ctx: PageContext) =>
     send(reply, 403, renderErrorPage(ctx, 'The form expired. Go back and try again.', request.url))
@@ -100,7 +92,7 @@ export function accountLinkPages(deps: AccountLinkPagesDeps) {
     back: string | undefined,
   ) {
     const body = `<p>${esc(ctx.t.forgotPrompt)}</p><form method="post" action="/forgot-password">
-${csrfField(request, reply, 'forgot-password')}
+${formField(request, reply, 'forgot-password')}
 <input type="hidden" name="applicationId" value="${esc(applicationId)}">
 ${back ? `<input type="hidden" name="return" value="${esc(back)}">` : ''}
 <label for="email">${esc(ctx.t.email)}</label>
@@ -125,7 +117,7 @@ ${back ? `<input type="hidden" name="return" value="${esc(back)}">` : ''}
   ) {
     const alert = error ? `<p class="error" role="alert">${esc(error)}</p>` : ''
     const body = `${alert}<form method="post" action="${LINK_PATHS[kind]}">
-${csrfField(request, reply, `${kind}:${claim.userId}`)}
+${formField(request, reply, `${kind}:${claim.userId}`)}
 <input type="hidden" name="userId" value="${esc(claim.userId)}">
 ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(claim.applicationId)}">` : ''}
 <input type="hidden" name="token" value="${esc(claim.token)}">
@@ -148,15 +140,15 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
     const token = field(fields, 'token')
     const applicationId = field(fields, 'applicationId')
     // Malformed ids never reach the database (a uuid column would refuse them with an error).
-    if (!userId || !token || !UUID.test(userId)) return undefined
-    if (applicationId !== undefined && !UUID.test(applicationId)) return undefined
+    if (!userId || !token || !isUuid(userId)) return undefined
+    if (applicationId !== undefined && !isUuid(applicationId)) return undefined
     return { userId, token, applicationId }
   }
 
   async function policyFor(userId: string): Promise<PasswordPolicy | undefined> {
     const account = await deps.accounts.get(userId)
-    if (!account?.realm.startsWith('tenant:')) return undefined
-    return deps.passwordPolicyOf(account.realm.slice('tenant:'.length))
+    const tenantId = account ? tenantOfRealm(account.realm) : undefined
+    return tenantId ? deps.passwordPolicyOf(tenantId) : undefined
   }
 
   return async (app: FastifyInstance) => {
@@ -164,9 +156,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
       const ctx = await contextOf(request, request.query)
       const applicationId = field(request.query, 'applicationId') ?? ''
       const back = field(request.query, 'return')
-      const application = UUID.test(applicationId)
-        ? await deps.clients.applicationOf(applicationId)
-        : undefined
+      const application = isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
       if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
       return forgotForm(
         request,
@@ -184,9 +174,7 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
       const applicationId = field(request.body, 'applicationId') ?? ''
       const email = (field(request.body, 'email') ?? '').slice(0, 320)
       const back = field(request.body, 'return')
-      const application = UUID.test(applicationId)
-        ? await deps.clients.applicationOf(applicationId)
-        : undefined
+      const application = isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
       if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
       // The answer never depends on the account: the link is made after it, off this request's path.
       void links

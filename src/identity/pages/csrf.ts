@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { MasterKeyring } from '../../keyring/master-key.ts'
+import { esc } from './layout.ts'
 
 export const CSRF_COOKIE = 'kms_csrf'
 export const CSRF_FIELD = 'csrf'
@@ -55,4 +56,23 @@ export function cookieOf(
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
   }
   return undefined
+}
+
+/**
+ * A form's hidden CSRF field for `purpose`; sets the cookie on the reply when the browser has none
+ * (or a malformed one) yet. Every page form uses this.
+ */
+export function csrfField(
+  csrf: Csrf,
+  request: { headers: { cookie?: string | undefined }; protocol: string },
+  reply: { header(name: string, value: string): unknown },
+  purpose: string,
+): string {
+  const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), purpose)
+  if (issued.fresh)
+    reply.header(
+      'set-cookie',
+      `${CSRF_COOKIE}=${issued.cookieValue}; Path=/; HttpOnly; SameSite=Strict${request.protocol === 'https' ? '; Secure' : ''}`,
+    )
+  return `<input type="hidden" name="${CSRF_FIELD}" value="${esc(issued.token)}">`
 }

@@ -17,7 +17,7 @@ import {
   tenantOfResource,
 } from '../oidc-provider.ts'
 import type { OneTimeCodes } from '../one-time-codes.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf } from './csrf.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from './csrf.ts'
 import {
   esc,
   fill,
@@ -126,15 +126,8 @@ export function signInRoutes(deps: SignInDeps) {
   const send = (reply: FastifyReply, status: number, html: string) =>
     reply.code(status).headers(pageHeaders(deps.pageSettings)).send(html)
 
-  function csrfFor(request: FastifyRequest, reply: FastifyReply, purpose: string): string {
-    const issued = csrf.issue(cookieOf(request, CSRF_COOKIE), purpose)
-    if (issued.fresh)
-      reply.header(
-        'set-cookie',
-        `${CSRF_COOKIE}=${issued.cookieValue}; Path=/; HttpOnly; SameSite=Strict${request.protocol === 'https' ? '; Secure' : ''}`,
-      )
-    return `<input type="hidden" name="${CSRF_FIELD}" value="${esc(issued.token)}">`
-  }
+  const csrfFor = (request: FastifyRequest, reply: FastifyReply, purpose: string) =>
+    csrfField(csrf, request, reply, purpose)
 
   function contextOf(request: FastifyRequest, interaction?: Interaction): PageContext {
     const uiLocales =
