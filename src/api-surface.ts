@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { accessPolicyRoutes } from './access-policies/access-policy-routes.ts'
 import type { AppDeps } from './app.ts'
 import { applicationRoutes } from './applications/application-routes.ts'
 import { auditRoutes } from './audit/audit-routes.ts'
@@ -54,6 +55,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(applicationRoutes(deps.applications))
     await api.register(endUserRoutes(deps.endusers))
     await api.register(roleRoutes(deps.roles))
+    await api.register(accessPolicyRoutes(deps.accessPolicies))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

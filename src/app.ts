@@ -48,6 +48,7 @@ export type AppDeps = Pick<
   | 'applications'
   | 'endusers'
   | 'roles'
+  | 'accessPolicies'
 > & {
   version: string
   bodyLimitBytes: number
@@ -184,6 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         ...(deps.identity.mfaPolicy ? { mfaPolicy: deps.identity.mfaPolicy } : {}),
         ...(deps.identity.branding ? { branding: deps.identity.branding } : {}),
         codes: deps.identity.codes,
+        accessPolicy: deps.accessPolicies,
         issuerName: 'KMS',
         extraPages: deps.identityPages ?? [],
       }),

@@ -1,5 +1,9 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import {
+  type AccessPolicyService,
+  createAccessPolicyService,
+} from './access-policies/access-policy-service.ts'
 import { type ApplicationService, createApplicationService } from './applications/application-service.ts'
 import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
@@ -76,6 +80,8 @@ export interface Services {
   endusers: EndUserService
   /** Roles of applications and their assignment to end-users. */
   roles: RoleService
+  /** Who may sign in to the tenant's applications; access requests and their approval. */
+  accessPolicies: AccessPolicyService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -167,6 +173,7 @@ export async function createServices(
   let identity: Identity | undefined
   let applications: ApplicationService | undefined
   let roles: RoleService | undefined
+  let accessPolicies: AccessPolicyService | undefined
   const team = createTeamService({
     sql,
     audit,
@@ -214,6 +221,7 @@ export async function createServices(
       roleNamesFor: (tenantId, accountId, applicationId) =>
         roles!.roleNamesFor(tenantId, accountId, applicationId),
     },
+    refreshPolicy: { allowsRefresh: (attempt) => accessPolicies!.allowsRefresh(attempt) },
   })
   const endusers = createEndUserService({
     sql,
@@ -239,6 +247,21 @@ export async function createServices(
       requireEndUser: async (actor, id) => {
         await endusers.get(actor, id)
       },
+    },
+  })
+  accessPolicies = createAccessPolicyService({
+    sql,
+    audit,
+    clock,
+    mailQueue,
+    mailer,
+    directories: {
+      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      endUserExists: (tenantId, id) => endusers.exists(tenantId, id),
+      roleExists: (tenantId, id) => roles!.exists(tenantId, id),
+      roleIdsOf: (tenantId, endUserId) => roles!.roleIdsOf(tenantId, endUserId),
+      emailOf: async (accountId) => (await accounts.get(accountId))?.email,
+      applicationName: async (applicationId) => (await applications!.applicationOf(applicationId))?.name,
     },
   })
   const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
@@ -309,6 +332,7 @@ export async function createServices(
     applications,
     endusers,
     roles,
+    accessPolicies,
     clock,
     cryptoPool,
     keys,

@@ -3,7 +3,8 @@ import { type Static, Type } from 'typebox'
 /**
  * Scopes of spec section 5, plus `encrypt:invoke` (DESIGN: a narrower scope for /encrypt and
  * /decrypt only), `apikeys:read|write` (this service's own API-key management, see
- * docs/decisions.md) and `keys:export` (private-key export, never implied by keys:write).
+ * docs/decisions.md), `keys:export` (private-key export, never implied by keys:write) and
+ * `policies:read|write` (access policies and access requests, docs/identity.md).
  */
 export const SCOPES = [
   'secrets:read',
@@ -23,6 +24,8 @@ export const SCOPES = [
   'endusers:write',
   'roles:read',
   'roles:write',
+  'policies:read',
+  'policies:write',
   'audit:read',
   'billing:read',
   'apikeys:read',

@@ -94,6 +94,8 @@ export interface EndUserService {
   signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
   /** The sign-in pages: a user signing in joins the application's list (false: no record, or blocked). */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
+  /** Whether the tenant has this end-user (access policies' conditions). */
+  exists(tenantId: string, id: string): Promise<boolean>
 }
 
 const toView = (row: EndUserRow, hasPassword: boolean): EndUserView => ({
@@ -366,6 +368,9 @@ export function createEndUserService(deps: {
           throw err
         })
       if (issued) await deps.links.enqueue(issued.linkId)
+    },
+    async exists(tenantId, id) {
+      return (await getEndUser(sql, tenantId, id)) !== undefined
     },
     async recordSignIn(tenantId, accountId, applicationId) {
       const row = await getEndUser(sql, tenantId, accountId)

@@ -17,6 +17,7 @@ import {
   type ClientDirectory,
   createOidcRuntime,
   type OidcRuntime,
+  type RefreshPolicy,
   type RoleClaims,
   type SessionPolicy,
 } from './oidc-provider.ts'
@@ -70,6 +71,7 @@ export function createIdentity(deps: {
   /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
   clients: ClientDirectory & { redirectOrigins(): Promise<Map<string, Set<string>>> }
   roles: RoleClaims
+  refreshPolicy?: RefreshPolicy
 }): Identity {
   const signingKeys = createSigningKeys(deps)
   const pageSettings: PageSettings = { cdnHost: deps.config.cdnHost }
@@ -103,6 +105,7 @@ export function createIdentity(deps: {
     onGrantRevoked: (grantId) => verifier!.grantRevoked(grantId),
     clients: deps.clients,
     roles: deps.roles,
+    ...(deps.refreshPolicy ? { refreshPolicy: deps.refreshPolicy } : {}),
     cors,
   })
   verifier = createAccessTokenVerifier({

@@ -79,6 +79,19 @@ export interface RoleClaims {
   roleNamesFor(tenantId: string, accountId: string, applicationId: string): Promise<string[]>
 }
 
+/**
+ * Access policies at the token endpoint (src/access-policies): using a refresh token of a tenant's
+ * application is a sign-in like any other, and a policy that refuses it ends the token's use.
+ */
+export interface RefreshPolicy {
+  allowsRefresh(attempt: {
+    tenantId: string
+    applicationId: string
+    accountId: string
+    ip: string | null
+  }): Promise<boolean>
+}
+
 /** Client metadata the service adds: which tenant and application a client is. */
 export const CLIENT_TENANT = 'kms_tenant_id'
 export const CLIENT_APPLICATION = 'kms_application_id'
@@ -129,6 +142,7 @@ export interface OidcDeps {
   onGrantRevoked: (grantId: string) => Promise<void>
   clients: ClientDirectory
   roles: RoleClaims
+  refreshPolicy?: RefreshPolicy
   cors: CorsAllowlist
 }
 
@@ -318,11 +332,26 @@ async function build(
     },
     // An account signs in to the clients of its own realm only: a session of another realm (a
     // member's, another tenant's user) is not an account for this client, and the login prompt asks again.
-    findAccount: async (ctx, sub) => {
+    findAccount: async (ctx, sub, token) => {
       const account = await deps.accounts.get(sub)
       const client = ctx.oidc.client
       if (!account || account.disabled) return undefined
       if (client && account.realm !== realmOfClient(client as never)) return undefined
+      if (token?.kind === 'RefreshToken' && client && deps.refreshPolicy) {
+        const tenantId = client[CLIENT_TENANT]
+        const applicationId = client[CLIENT_APPLICATION]
+        if (
+          typeof tenantId === 'string' &&
+          typeof applicationId === 'string' &&
+          !(await deps.refreshPolicy.allowsRefresh({
+            tenantId,
+            applicationId,
+            accountId: account.id,
+            ip: ctx.ip,
+          }))
+        )
+          throw new errors.InvalidGrant('access denied by an access policy')
+      }
       return {
         accountId: account.id,
         claims: async () => ({

@@ -21,6 +21,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     webhooks: services.webhooks,
     team: services.team,
     identity: services.identity,
+    accessPolicies: services.accessPolicies,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

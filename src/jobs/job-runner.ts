@@ -1,11 +1,14 @@
 import { type Job, Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import type { AccessPolicyService } from '../access-policies/access-policy-service.ts'
 import type { JobsConfig } from '../config.ts'
 import type { Identity } from '../identity/identity-service.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import {
+  ACCESS_DECISION_JOB,
   ACCOUNT_LINK_EMAIL_JOB,
+  type AccessDecisionJob,
   type AccountLinkEmailJob,
   INVITATION_EMAIL_JOB,
   type InvitationEmailJob,
@@ -56,6 +59,8 @@ export interface JobDeps {
   team: Pick<TeamService, 'deliverInvitation' | 'overdueInvitations'>
   /** The provider's expired rows, sign-in throttle windows, the token signing key's rotation. */
   identity: Pick<Identity, 'sweep' | 'links' | 'codes'>
+  /** The e-mail telling an end-user of the decision on their access request. */
+  accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -210,7 +215,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   // last failure is recorded on the invitation and in the audit log.
   const mailWorker = new Worker(
     MAIL_QUEUE,
-    async (job: Job<InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob>) => {
+    async (job: Job<InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob | AccessDecisionJob>) => {
       const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
       if (job.name === INVITATION_EMAIL_JOB)
         return deps.team.deliverInvitation(job.data as InvitationEmailJob, final)
@@ -218,6 +223,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         return deps.identity.links.deliver((job.data as AccountLinkEmailJob).linkId, final)
       if (job.name === ONE_TIME_CODE_JOB)
         return deps.identity.codes.deliver((job.data as OneTimeCodeJob).otpId, final)
+      if (job.name === ACCESS_DECISION_JOB)
+        return deps.accessPolicies.deliverDecision((job.data as AccessDecisionJob).requestId, final)
       return null
     },
     { ...options, concurrency: 4 },

@@ -17,6 +17,12 @@ export interface OneTimeCodeJob {
   otpId: string
 }
 
+/** The decision on an access request (approved or rejected), to the end-user who asked. */
+export const ACCESS_DECISION_JOB = 'access-decision-email'
+export interface AccessDecisionJob {
+  requestId: string
+}
+
 export interface InvitationEmailJob {
   invitationId: string
   sendCount: number
@@ -27,6 +33,7 @@ export interface MailQueue {
   enqueueInvitation(job: InvitationEmailJob): Promise<void>
   enqueueAccountLink(job: AccountLinkEmailJob): Promise<void>
   enqueueCode(job: OneTimeCodeJob): Promise<void>
+  enqueueAccessDecision(job: AccessDecisionJob): Promise<void>
   close(): Promise<void>
 }
 
@@ -71,6 +78,10 @@ export function createMailQueue(deps: {
     async enqueueCode(job) {
       const { queue: q } = await open()
       await q.add(ONE_TIME_CODE_JOB, job, mailJobOptions(`otp.${job.otpId}`, deps.attempts))
+    },
+    async enqueueAccessDecision(job) {
+      const { queue: q } = await open()
+      await q.add(ACCESS_DECISION_JOB, job, mailJobOptions(`access.${job.requestId}`, deps.attempts))
     },
     async enqueueAccountLink(job) {
       const { queue: q } = await open()

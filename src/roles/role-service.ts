@@ -69,6 +69,9 @@ export interface RoleService {
   unassign(actor: Actor, endUserId: string, roleId: string): Promise<void>
   /** The provider: names of the roles an end-user holds in one application (for its tokens). */
   roleNamesFor(tenantId: string, endUserId: string, applicationId: string): Promise<string[]>
+  /** Access policies: whether a role is the tenant's, and the ids of the roles an end-user holds. */
+  exists(tenantId: string, roleId: string): Promise<boolean>
+  roleIdsOf(tenantId: string, endUserId: string): Promise<string[]>
 }
 
 const toView = (row: RoleRow): RoleView => ({
@@ -217,6 +220,12 @@ export function createRoleService(deps: {
     },
     async roleNamesFor(tenantId, endUserId, applicationId) {
       return (await rolesOfEndUser(sql, tenantId, endUserId, applicationId)).map((row) => row.name)
+    },
+    async exists(tenantId, roleId) {
+      return (await getRole(sql, tenantId, roleId)) !== undefined
+    },
+    async roleIdsOf(tenantId, endUserId) {
+      return (await rolesOfEndUser(sql, tenantId, endUserId)).map((row) => row.id)
     },
   }
 }

@@ -100,6 +100,20 @@ const EN = {
   smsCodePrompt: 'We sent a 6-digit code by SMS to {destination}. Enter it here.',
   phoneInvalid: 'Enter the number in international form, such as +14155550100.',
   tooManyCodes: 'Too many codes were sent. Wait a few minutes, then ask for a new one.',
+  accessDeniedTitle: 'Access denied',
+  accessDenied:
+    'Access denied: your organisation’s access policy does not allow you to sign in to this application.',
+  approvalTitle: 'Waiting for approval',
+  approvalWaiting:
+    'Signing in to this application needs an administrator’s approval. Your request has been sent. This page checks again by itself, and you will also get an e-mail when it is decided.',
+  approvalRejected: 'Access denied: your request to sign in to this application was not approved.',
+  approvalExpired:
+    'Access denied: your request expired before anyone decided on it. Sign in again to ask once more.',
+  checkAgain: 'Check again',
+  returnToApp: 'Return to the application',
+  signInWith: 'Sign in with {name}',
+  federationFailed:
+    'The sign-in through your organisation did not succeed. Try again, or use another way to sign in.',
 }
 export type Messages = typeof EN
 
@@ -179,6 +193,20 @@ const ES: Messages = {
   smsCodePrompt: 'Hemos enviado un código de 6 cifras por SMS a {destination}. Escríbelo aquí.',
   phoneInvalid: 'Escribe el número en formato internacional, por ejemplo +34600000000.',
   tooManyCodes: 'Se han enviado demasiados códigos. Espera unos minutos y pide uno nuevo.',
+  accessDeniedTitle: 'Acceso denegado',
+  accessDenied:
+    'Acceso denegado: la política de acceso de tu organización no te permite iniciar sesión en esta aplicación.',
+  approvalTitle: 'Esperando aprobación',
+  approvalWaiting:
+    'Iniciar sesión en esta aplicación requiere la aprobación de un administrador. Tu solicitud se ha enviado. Esta página vuelve a comprobarlo sola y también recibirás un correo cuando se decida.',
+  approvalRejected: 'Acceso denegado: tu solicitud para iniciar sesión en esta aplicación no se aprobó.',
+  approvalExpired:
+    'Acceso denegado: tu solicitud caducó antes de que nadie la decidiera. Inicia sesión de nuevo para volver a pedirlo.',
+  checkAgain: 'Comprobar de nuevo',
+  returnToApp: 'Volver a la aplicación',
+  signInWith: 'Iniciar sesión con {name}',
+  federationFailed:
+    'El inicio de sesión a través de tu organización no se completó. Inténtalo de nuevo o usa otra forma de acceder.',
 }
 const FR: Messages = {
   panelTitle: 'Clés et identité pour toute votre équipe',
@@ -256,6 +284,20 @@ const FR: Messages = {
   smsCodePrompt: 'Nous avons envoyé un code à 6 chiffres par SMS au {destination}. Saisissez-le ici.',
   phoneInvalid: 'Saisissez le numéro au format international, par exemple +33612345678.',
   tooManyCodes: 'Trop de codes ont été envoyés. Attendez quelques minutes, puis demandez-en un nouveau.',
+  accessDeniedTitle: 'Accès refusé',
+  accessDenied:
+    'Accès refusé : la politique d’accès de votre organisation ne vous permet pas de vous connecter à cette application.',
+  approvalTitle: 'En attente d’approbation',
+  approvalWaiting:
+    'La connexion à cette application nécessite l’approbation d’un administrateur. Votre demande a été envoyée. Cette page vérifie à nouveau d’elle-même, et vous recevrez aussi un e-mail lorsqu’elle sera décidée.',
+  approvalRejected: 'Accès refusé : votre demande de connexion à cette application n’a pas été approuvée.',
+  approvalExpired:
+    'Accès refusé : votre demande a expiré avant qu’une décision soit prise. Connectez-vous à nouveau pour la renouveler.',
+  checkAgain: 'Vérifier à nouveau',
+  returnToApp: 'Retourner à l’application',
+  signInWith: 'Se connecter avec {name}',
+  federationFailed:
+    'La connexion via votre organisation n’a pas abouti. Réessayez ou utilisez un autre moyen de connexion.',
 }
 const DE: Messages = {
   panelTitle: 'Schlüssel und Identität für Ihr ganzes Team',
@@ -335,6 +377,21 @@ const DE: Messages = {
   phoneInvalid: 'Geben Sie die Nummer im internationalen Format ein, etwa +4915112345678.',
   tooManyCodes:
     'Es wurden zu viele Codes gesendet. Warten Sie ein paar Minuten und fordern Sie dann einen neuen an.',
+  accessDeniedTitle: 'Zugriff verweigert',
+  accessDenied:
+    'Zugriff verweigert: Die Zugriffsrichtlinie Ihrer Organisation erlaubt Ihnen die Anmeldung bei dieser Anwendung nicht.',
+  approvalTitle: 'Warten auf Freigabe',
+  approvalWaiting:
+    'Die Anmeldung bei dieser Anwendung braucht die Freigabe eines Administrators. Ihre Anfrage wurde gesendet. Diese Seite prüft von selbst erneut, und Sie erhalten auch eine E-Mail, sobald entschieden ist.',
+  approvalRejected:
+    'Zugriff verweigert: Ihre Anfrage zur Anmeldung bei dieser Anwendung wurde nicht freigegeben.',
+  approvalExpired:
+    'Zugriff verweigert: Ihre Anfrage ist abgelaufen, bevor jemand entschieden hat. Melden Sie sich erneut an, um neu zu fragen.',
+  checkAgain: 'Erneut prüfen',
+  returnToApp: 'Zurück zur Anwendung',
+  signInWith: 'Anmelden mit {name}',
+  federationFailed:
+    'Die Anmeldung über Ihre Organisation ist nicht gelungen. Versuchen Sie es erneut oder melden Sie sich anders an.',
 }
 const IT: Messages = {
   panelTitle: 'Chiavi e identità per tutto il tuo team',
@@ -412,6 +469,21 @@ const IT: Messages = {
   smsCodePrompt: 'Abbiamo inviato un codice di 6 cifre via SMS a {destination}. Inseriscilo qui.',
   phoneInvalid: 'Inserisci il numero in formato internazionale, ad esempio +393471234567.',
   tooManyCodes: 'Sono stati inviati troppi codici. Attendi qualche minuto, poi chiedine uno nuovo.',
+  accessDeniedTitle: 'Accesso negato',
+  accessDenied:
+    'Accesso negato: la politica di accesso della tua organizzazione non ti consente di accedere a questa applicazione.',
+  approvalTitle: 'In attesa di approvazione',
+  approvalWaiting:
+    'L’accesso a questa applicazione richiede l’approvazione di un amministratore. La tua richiesta è stata inviata. Questa pagina ricontrolla da sola e riceverai anche un’e-mail quando sarà decisa.',
+  approvalRejected:
+    'Accesso negato: la tua richiesta di accesso a questa applicazione non è stata approvata.',
+  approvalExpired:
+    'Accesso negato: la tua richiesta è scaduta prima che qualcuno decidesse. Accedi di nuovo per chiederlo ancora.',
+  checkAgain: 'Controlla di nuovo',
+  returnToApp: 'Torna all’applicazione',
+  signInWith: 'Accedi con {name}',
+  federationFailed:
+    'L’accesso tramite la tua organizzazione non è riuscito. Riprova o usa un altro modo per accedere.',
 }
 
 const MESSAGES: Record<Locale, Messages> = { en: EN, es: ES, fr: FR, de: DE, it: IT }

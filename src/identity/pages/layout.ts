@@ -58,9 +58,11 @@ export function pageContext(uiLocales: string | undefined, acceptLanguage: strin
 /** The split-screen frame: the login panel (the application's or tenant's branding) and the form side. */
 export function renderPage(
   ctx: PageContext,
-  page: { title: string; body: string; refreshTo?: string },
+  page: { title: string; body: string; refreshTo?: string; refreshAfterSeconds?: number },
 ): string {
-  const refresh = page.refreshTo ? `<meta http-equiv="refresh" content="0;url=${esc(page.refreshTo)}">` : ''
+  const refresh = page.refreshTo
+    ? `<meta http-equiv="refresh" content="${page.refreshAfterSeconds ?? 0};url=${esc(page.refreshTo)}">`
+    : ''
   return `<!DOCTYPE html>
 <html lang="${ctx.locale}">
 <head>
@@ -109,6 +111,7 @@ label{display:block;font-size:.875rem;font-weight:600;margin:16px 0 6px}
 input[type=email],input[type=password],input[type=text],input[type=tel]{width:100%;padding:10px 12px;border:1px solid #cbd2dc;border-radius:8px;font-size:1rem}
 button{margin-top:24px;width:100%;padding:11px;border:0;border-radius:8px;background:#1f3a8a;color:#fff;font-size:1rem;font-weight:600;cursor:pointer}
 button.secondary{background:#e5e7eb;color:#1d2330;margin-top:12px}
+a.button{display:block;box-sizing:border-box;margin-top:12px;width:100%;padding:11px;border-radius:8px;background:#e5e7eb;color:#1d2330;text-align:center;text-decoration:none;font-weight:600}
 .error{background:#fef2f2;color:#991b1b;border-radius:8px;padding:10px 12px}
 .secret{font-family:ui-monospace,monospace;word-break:break-all;background:#f1f5f9;padding:8px;border-radius:6px}
 .link{color:#1f3a8a}

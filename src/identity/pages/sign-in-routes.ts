@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
 import { type LoginPanel, resolvePanel } from '../../branding/login-panel.ts'
+import { isUuid } from '../../platform/ids.ts'
 import {
   type AccountService,
   isPlausibleEmail,
@@ -55,6 +56,38 @@ export interface EndUserSignIns {
   signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
 }
 
+/**
+ * Access policies (src/access-policies), asked when an end-user has passed every factor: allow,
+ * deny, or wait for a team member's approval of an access request.
+ */
+export interface SignInAccessPolicy {
+  decideSignIn(attempt: {
+    tenantId: string
+    applicationId: string
+    accountId: string
+    ip: string | null
+  }): Promise<{ outcome: 'allow' } | { outcome: 'deny' } | { outcome: 'pending'; request: { id: string } }>
+  requestFor(
+    tenantId: string,
+    requestId: string,
+    accountId: string,
+  ): Promise<{ status: 'pending' | 'approved' | 'rejected' | 'expired' } | undefined>
+}
+
+/** External identity providers (src/federation) an application's sign-in page offers. */
+export interface SignInFederation {
+  providersFor(tenantId: string, applicationId: string): Promise<Array<{ id: string; name: string }>>
+  /** The IdP's URL carrying a new AuthnRequest bound to this sign-in; undefined: not offered here. */
+  startUrl(input: {
+    idpId: string
+    tenantId: string
+    applicationId: string
+    interactionUid: string
+  }): Promise<string | undefined>
+  /** The account an accepted response signed in, taken once by the sign-in that asked. */
+  takeResult(requestId: string, interactionUid: string): Promise<{ accountId: string } | undefined>
+}
+
 export interface SignInDeps {
   oidc: OidcRuntime
   clients: ClientDirectory
@@ -66,6 +99,8 @@ export interface SignInDeps {
   pageSettings: PageSettings
   mfaPolicy?: MfaPolicy
   branding?: TenantBranding
+  accessPolicy?: SignInAccessPolicy
+  federation?: SignInFederation
   /** The name shown in authenticator apps. */
   issuerName: string
 }
@@ -84,6 +119,8 @@ interface PendingLogin {
   steps: Step[]
   amr: string[]
   phone?: string
+  /** Every factor passed; an access request waits for a team member's decision. */
+  approvalRequestId?: string
 }
 
 /**
@@ -251,7 +288,14 @@ export function signInRoutes(deps: SignInDeps) {
     email = '',
     forgotLink?: string,
     signUp = false,
+    providers: Array<{ id: string; name: string }> = [],
   ) {
+    const federated = providers
+      .map(
+        (idp) =>
+          `<p><a class="button secondary" href="/sign-in/${esc(uid)}/federated/${esc(idp.id)}">${esc(fill(ctx.t.signInWith, { name: idp.name }))}</a></p>`,
+      )
+      .join('')
     const forgot = forgotLink
       ? `<p><a class="link" href="${esc(forgotLink)}">${esc(ctx.t.forgotPassword)}</a></p>`
       : ''
@@ -265,7 +309,7 @@ ${csrfFor(request, reply, `sign-in:${uid}`)}
 <label for="password">${esc(ctx.t.password)}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
 <button type="submit">${esc(ctx.t.signIn)}</button>
-</form>${forgot}${create}`
+</form>${forgot}${create}${federated}`
     return send(reply, status, renderPage(ctx, { title: ctx.t.signInTitle, body }))
   }
 
@@ -424,6 +468,17 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
   ) {
     const app = await applicationOf(interaction)
     if (app) {
+      const decision = await deps.accessPolicy?.decideSignIn({
+        tenantId: app.tenantId,
+        applicationId: app.applicationId,
+        accountId,
+        ip: request.ip,
+      })
+      if (decision?.outcome === 'deny') return refuse(request, reply, ctx, ctx.t.accessDenied)
+      if (decision?.outcome === 'pending') {
+        await savePending(interaction, { accountId, steps: [], amr, approvalRequestId: decision.request.id })
+        return approvalPage(reply, ctx, interaction.uid)
+      }
       if (!(await deps.endUsers.recordSignIn(app.tenantId, accountId, app.applicationId)))
         return finish(request, reply, ctx, {
           error: 'access_denied',
@@ -439,6 +494,55 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
       })
     }
     return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
+  }
+
+  /**
+   * A refusal the person must read: the page says so, and its link returns to the client with
+   * the OpenID error `access_denied` (the interaction is finished with it now).
+   */
+  async function refuse(request: FastifyRequest, reply: FastifyReply, ctx: PageContext, message: string) {
+    const provider = await oidc.provider()
+    const next = await provider.interactionResult(
+      request.raw,
+      reply.raw,
+      { error: 'access_denied', error_description: 'Access denied by an access policy' },
+      { mergeWithLastSubmission: false },
+    )
+    const body = `<p class="error" role="alert">${esc(message)}</p><p><a class="link" id="return" href="${esc(next)}">${esc(ctx.t.returnToApp)}</a></p>`
+    return send(reply, 403, renderPage(ctx, { title: ctx.t.accessDeniedTitle, body }))
+  }
+
+  /** Waiting for a decision: the page looks again by itself every 10 seconds. */
+  function approvalPage(reply: FastifyReply, ctx: PageContext, uid: string) {
+    const body = `<p role="status">${esc(ctx.t.approvalWaiting)}</p><p><a class="link" id="check-again" href="/sign-in/${esc(uid)}">${esc(ctx.t.checkAgain)}</a></p>`
+    return send(
+      reply,
+      200,
+      renderPage(ctx, {
+        title: ctx.t.approvalTitle,
+        body,
+        refreshTo: `/sign-in/${uid}`,
+        refreshAfterSeconds: 10,
+      }),
+    )
+  }
+
+  /** A sign-in waiting for approval, looked at again: the decision so far. */
+  async function approvalCheck(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    interaction: Interaction,
+    app: TenantClient | undefined,
+    pending: PendingLogin & { approvalRequestId: string },
+  ) {
+    const decided =
+      app && (await deps.accessPolicy?.requestFor(app.tenantId, pending.approvalRequestId, pending.accountId))
+    if (!decided || decided.status === 'rejected') return refuse(request, reply, ctx, ctx.t.approvalRejected)
+    if (decided.status === 'expired') return refuse(request, reply, ctx, ctx.t.approvalExpired)
+    if (decided.status === 'pending') return approvalPage(reply, ctx, interaction.uid)
+    // Approved: the policies are asked again (they may have changed meanwhile) and find the approval.
+    return completeLogin(request, reply, ctx, interaction, pending.accountId, pending.amr)
   }
 
   /** An application's sign-in page offers a reset; the console's members use the CLI or an admin. */
@@ -483,6 +587,11 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         return consentPage(request, reply, ctx, interaction)
       }
       const pending = pendingOf(interaction)
+      if (pending?.approvalRequestId && interaction.prompt.name === 'login')
+        return approvalCheck(request, reply, ctx, interaction, client, {
+          ...pending,
+          approvalRequestId: pending.approvalRequestId,
+        })
       if (pending && pending.steps.length > 0)
         return stepPage(request, reply, ctx, interaction.uid, pending, 200)
       return passwordPage(
@@ -495,7 +604,50 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         '',
         forgotLinkOf(client, interaction),
         client?.signUpEnabled ?? false,
+        client ? ((await deps.federation?.providersFor(client.tenantId, client.applicationId)) ?? []) : [],
       )
+    })
+
+    // Sign-in through an external identity provider (SAML): to the IdP with a new AuthnRequest.
+    app.get('/sign-in/:uid/federated/:idpId', async (request, reply) => {
+      const interaction = await interactionOf(request, reply)
+      if (!interaction) return reply
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
+      const { idpId } = request.params as { idpId: string }
+      const url =
+        client && interaction.prompt.name === 'login' && isUuid(idpId)
+          ? await deps.federation?.startUrl({
+              idpId,
+              tenantId: client.tenantId,
+              applicationId: client.applicationId,
+              interactionUid: interaction.uid,
+            })
+          : undefined
+      if (!url)
+        return send(
+          reply,
+          404,
+          renderErrorPage(ctx, 'This page does not exist.', `/sign-in/${interaction.uid}`),
+        )
+      return reply.redirect(url, 303)
+    })
+
+    // Back from the IdP (src/federation's ACS accepted the response): the account it signed in.
+    app.get('/sign-in/:uid/federated-return/:requestId', async (request, reply) => {
+      const interaction = await interactionOf(request, reply)
+      if (!interaction) return reply
+      const client = await applicationOf(interaction)
+      const ctx = await brandedContextOf(request, interaction, client)
+      const { requestId } = request.params as { requestId: string }
+      const result =
+        client && interaction.prompt.name === 'login' && /^[A-Za-z0-9_-]{1,100}$/.test(requestId)
+          ? await deps.federation?.takeResult(requestId, interaction.uid)
+          : undefined
+      if (!result)
+        return send(reply, 400, renderErrorPage(ctx, ctx.t.federationFailed, `/sign-in/${interaction.uid}`))
+      // The IdP authenticated the person: `ext` (RFC 8176 allows values of its own).
+      return completeLogin(request, reply, ctx, interaction, result.accountId, ['ext'])
     })
 
     // Sign-up, where the application allows it: the address first; the e-mailed link sets the password.
