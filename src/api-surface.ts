@@ -11,6 +11,7 @@ import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
 import { signingRoutes } from './crypto/signing-routes.ts'
 import { endUserRoutes } from './endusers/enduser-routes.ts'
+import { samlRoutes } from './federation/saml-routes.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
@@ -56,6 +57,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(endUserRoutes(deps.endusers))
     await api.register(roleRoutes(deps.roles))
     await api.register(accessPolicyRoutes(deps.accessPolicies))
+    await api.register(samlRoutes(deps.federation))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

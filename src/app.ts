@@ -13,6 +13,7 @@ import { apiSurface } from './api-surface.ts'
 import { API_PREFIX } from './auth/auth-hook.ts'
 import type { BearerAuthenticator } from './auth/bearer-authenticator.ts'
 import type { EntropyStatus } from './entropy/entropy-chain.ts'
+import { samlSurface } from './federation/saml-surface.ts'
 import { metricsRoutes } from './health/metrics-routes.ts'
 import type { Identity } from './identity/identity-service.ts'
 import { identitySurface } from './identity/identity-surface.ts'
@@ -49,6 +50,7 @@ export type AppDeps = Pick<
   | 'endusers'
   | 'roles'
   | 'accessPolicies'
+  | 'federation'
 > & {
   version: string
   bodyLimitBytes: number
@@ -186,10 +188,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         ...(deps.identity.branding ? { branding: deps.identity.branding } : {}),
         codes: deps.identity.codes,
         accessPolicy: deps.accessPolicies,
+        federation: deps.federation,
         issuerName: 'KMS',
         extraPages: deps.identityPages ?? [],
       }),
     )
+    await app.register(samlSurface({ federation: deps.federation, pageSettings: deps.identity.pageSettings }))
   }
   // The surfaces: each its own parsers, error format and authentication.
   await app.register(

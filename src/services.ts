@@ -20,6 +20,7 @@ import { type CryptoPool, createCryptoPool } from './crypto-pool/crypto-pool.ts'
 import { createEndUserService, type EndUserService } from './endusers/enduser-service.ts'
 import type { EntropyChain } from './entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
+import { createFederationService, type FederationService } from './federation/saml-service.ts'
 import { type AccountService, createAccountService } from './identity/account-service.ts'
 import { createIdentity, type Identity } from './identity/identity-service.ts'
 import { jobNamespace } from './jobs/job-namespace.ts'
@@ -82,6 +83,8 @@ export interface Services {
   roles: RoleService
   /** Who may sign in to the tenant's applications; access requests and their approval. */
   accessPolicies: AccessPolicyService
+  /** External SAML identity providers of tenants' applications. */
+  federation: FederationService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -264,6 +267,16 @@ export async function createServices(
       applicationName: async (applicationId) => (await applications!.applicationOf(applicationId))?.name,
     },
   })
+  const federation = createFederationService({
+    sql,
+    audit,
+    clock,
+    baseUrl: () => identity!.oidc.issuer(),
+    directories: {
+      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      federatedAccount: (input) => endusers.federatedAccount(input),
+    },
+  })
   const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
   const cryptoPool = createCryptoPool({
     maxThreads: config.cryptoPool.threads,
@@ -333,6 +346,7 @@ export async function createServices(
     endusers,
     roles,
     accessPolicies,
+    federation,
     clock,
     cryptoPool,
     keys,

@@ -12,9 +12,9 @@ export const EndUserSchema = Type.Object(
     displayName: Type.Union([Type.String(), Type.Null()]),
     status: Status,
     blockedAt: Type.Union([Timestamp('When the user was blocked'), Type.Null()]),
-    source: Type.Enum(['api', 'app_creator', 'sign_up'], {
+    source: Type.Enum(['api', 'app_creator', 'sign_up', 'federation'], {
       description:
-        'api: created with create-without-password; app_creator: the team member who registered an application; sign_up: the sign-in pages',
+        'api: created with create-without-password; app_creator: the team member who registered an application; sign_up: the sign-in pages; federation: first signed in through a SAML identity provider',
     }),
     applicationIds: Type.Array(Type.String(), {
       description: 'Applications whose end-user list holds the user',

@@ -94,6 +94,17 @@ export interface EndUserService {
   signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
   /** The sign-in pages: a user signing in joins the application's list (false: no record, or blocked). */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
+  /**
+   * Federation: the end-user an external IdP vouches for by e-mail address, created (account
+   * without a password, record with source `federation`) when the tenant has none. undefined:
+   * the end-user is blocked.
+   */
+  federatedAccount(input: {
+    tenantId: string
+    email: string
+    displayName: string | null
+    idpId: string
+  }): Promise<string | undefined>
   /** Whether the tenant has this end-user (access policies' conditions). */
   exists(tenantId: string, id: string): Promise<boolean>
 }
@@ -368,6 +379,41 @@ export function createEndUserService(deps: {
           throw err
         })
       if (issued) await deps.links.enqueue(issued.linkId)
+    },
+    async federatedAccount({ tenantId, email, displayName, idpId }) {
+      const address = checkEmail(email)
+      const find = () => findEndUserByEmail(sql, tenantId, normalizeEmail(address))
+      const known = await find()
+      if (known) return known.status === 'blocked' ? undefined : known.id
+      const id = randomUUID()
+      const actor = { tenantId, actor: `saml_idp:${idpId}`, requestId: null, clientIp: null }
+      try {
+        await sql.begin(async (tx) => {
+          await accounts.createAccount(tenantRealm(tenantId), { id, email: address, displayName }, tx)
+          await insertEndUser(tx, {
+            id,
+            tenant_id: tenantId,
+            email: address,
+            email_normalized: normalizeEmail(address),
+            display_name: displayName,
+            source: 'federation',
+            created_by: actor.actor,
+          })
+          await audit.recordInTransaction(tx, {
+            ...actor,
+            action: 'endusers.create',
+            resource: `enduser:${id}`,
+            outcome: 'success',
+            details: { source: 'federation', idpId },
+          })
+        })
+        return id
+      } catch (err) {
+        // Created meanwhile by another sign-in (or the account of the realm exists without a record).
+        if (!isDuplicate(err)) throw err
+        const raced = await find()
+        return raced && raced.status !== 'blocked' ? raced.id : undefined
+      }
     },
     async exists(tenantId, id) {
       return (await getEndUser(sql, tenantId, id)) !== undefined

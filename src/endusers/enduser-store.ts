@@ -9,7 +9,7 @@ export interface EndUserRow {
   display_name: string | null
   status: 'active' | 'blocked'
   blocked_at: Date | null
-  source: 'api' | 'app_creator' | 'sign_up'
+  source: 'api' | 'app_creator' | 'sign_up' | 'federation'
   created_at: Date
   created_by: string
   updated_at: Date

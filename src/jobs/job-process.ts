@@ -22,6 +22,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     team: services.team,
     identity: services.identity,
     accessPolicies: services.accessPolicies,
+    federation: services.federation,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { AccessPolicyService } from '../access-policies/access-policy-service.ts'
 import type { JobsConfig } from '../config.ts'
+import type { FederationService } from '../federation/saml-service.ts'
 import type { Identity } from '../identity/identity-service.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import {
@@ -61,6 +62,8 @@ export interface JobDeps {
   identity: Pick<Identity, 'sweep' | 'links' | 'codes'>
   /** The e-mail telling an end-user of the decision on their access request. */
   accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
+  /** SAML requests and assertion ids past their time. */
+  federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -145,7 +148,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         return { expired, destroyed, purgedSecrets }
       }
       if (job.name === 'identity-sweep') {
-        const swept = await deps.identity.sweep()
+        const swept = { ...(await deps.identity.sweep()), samlRows: await deps.federation.sweep() }
         // A queued invitation e-mail whose job was lost (Redis restarted empty) is sent again.
         const grace = Math.max(60_000, 3 * config.sweepMs)
         const lost = await deps.team.overdueInvitations(grace)

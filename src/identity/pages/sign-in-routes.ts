@@ -293,7 +293,7 @@ export function signInRoutes(deps: SignInDeps) {
     const federated = providers
       .map(
         (idp) =>
-          `<p><a class="button secondary" href="/sign-in/${esc(uid)}/federated/${esc(idp.id)}">${esc(fill(ctx.t.signInWith, { name: idp.name }))}</a></p>`,
+          `<p><a class="button secondary" href="/sign-in/${esc(uid)}/federated/${esc(idp.id)}">${esc(ctx.t.signInWith.replace('{name}', idp.name))}</a></p>`,
       )
       .join('')
     const forgot = forgotLink

@@ -56,3 +56,8 @@ CREATE TABLE federated_identities (
   PRIMARY KEY (idp_id, name_id)
 );
 CREATE INDEX federated_identities_account_idx ON federated_identities (account_id);
+
+-- End-users first seen through an IdP are created with source 'federation'.
+ALTER TABLE endusers DROP CONSTRAINT endusers_source_check;
+ALTER TABLE endusers ADD CONSTRAINT endusers_source_check
+  CHECK (source IN ('api', 'app_creator', 'sign_up', 'federation'));

@@ -1,0 +1,102 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { pageError } from '../identity/identity-surface.ts'
+import {
+  esc,
+  type PageSettings,
+  pageContext,
+  pageHeaders,
+  renderErrorPage,
+  renderPage,
+} from '../identity/pages/layout.ts'
+import { isUuid } from '../platform/ids.ts'
+import { FederationError, type FederationService, SAML_LIMITS } from './saml-service.ts'
+
+const MAX_FIELDS = 10
+
+/**
+ * The SAML service provider's endpoints, beside the sign-in pages: the metadata an IdP imports,
+ * and the assertion consumer service (HTTP-POST binding). The ACS is posted to from the IdP's
+ * origin, so the browser sends no SameSite=Lax cookie with it: it checks the response, records
+ * the account on the request, and sends the browser back to the sign-in page that asked, where
+ * the interaction cookie is present again (docs/identity.md "SAML federation").
+ */
+export function samlSurface(deps: { federation: FederationService; pageSettings: PageSettings }) {
+  return async (app: FastifyInstance) => {
+    app.addHook('onRoute', (route) => {
+      route.schema = { ...(route.schema ?? {}), hide: true }
+    })
+    app.removeAllContentTypeParsers()
+    app.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: SAML_LIMITS.responseChars + 4096 },
+      (_request, body, done) => {
+        const form: Record<string, string> = Object.create(null)
+        let count = 0
+        for (const [name, value] of new URLSearchParams(body as string)) {
+          if (++count > MAX_FIELDS || name in form)
+            return done(pageError(400, 'The form is malformed.'), undefined)
+          form[name] = value
+        }
+        done(null, form)
+      },
+    )
+    const page = (request: FastifyRequest, reply: FastifyReply, status: number, message: string) =>
+      reply
+        .code(status)
+        .headers(pageHeaders(deps.pageSettings))
+        .send(renderErrorPage(pageContext(undefined, request.headers['accept-language']), message))
+    app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+      const status =
+        error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
+      if (status === 500) request.log.error({ err: { message: error.message } }, 'SAML endpoint failed')
+      return page(
+        request,
+        reply,
+        status,
+        status === 413
+          ? 'The SAML response is too large.'
+          : status === 415
+            ? 'The SAML response must be posted as a form.'
+            : status === 500
+              ? 'Something went wrong on our side. Try again.'
+              : error.message,
+      )
+    })
+
+    app.get('/saml/:idpId/metadata', async (request, reply) => {
+      const { idpId } = request.params as { idpId: string }
+      const xml = isUuid(idpId) ? await deps.federation.metadata(idpId) : undefined
+      if (!xml) return page(request, reply, 404, 'This page does not exist.')
+      return reply
+        .header('content-type', 'application/samlmetadata+xml; charset=utf-8')
+        .header('cache-control', 'public, max-age=300')
+        .send(xml)
+    })
+
+    app.post('/saml/:idpId/acs', async (request, reply) => {
+      const { idpId } = request.params as { idpId: string }
+      const ctx = pageContext(undefined, request.headers['accept-language'])
+      const form = (request.body ?? {}) as Record<string, string>
+      const response = form['SAMLResponse']
+      if (!isUuid(idpId)) return page(request, reply, 404, 'This page does not exist.')
+      if (!response || response.length > SAML_LIMITS.responseChars)
+        return page(request, reply, 400, 'The form carries no SAML response.')
+      try {
+        const { requestId, interactionUid } = await deps.federation.acceptResponse(idpId, {
+          SAMLResponse: response,
+          clientIp: request.ip,
+        })
+        const next = `/sign-in/${interactionUid}/federated-return/${requestId}`
+        const body = `<p>${esc(ctx.t.continuing)}</p><p><a class="link" href="${esc(next)}">${esc(ctx.t.continue)}</a></p>`
+        return reply
+          .code(200)
+          .headers(pageHeaders(deps.pageSettings))
+          .send(renderPage(ctx, { title: ctx.t.signInTitle, body, refreshTo: next }))
+      } catch (err) {
+        if (!(err instanceof FederationError)) throw err
+        return page(request, reply, 400, ctx.t.federationFailed)
+      }
+    })
+    app.all('/saml/*', async (request, reply) => page(request, reply, 404, 'This page does not exist.'))
+  }
+}
