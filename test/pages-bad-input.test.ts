@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
+import { makeCertificate } from './helpers/saml-idp.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { type ConsoleClient, CookieJar, consoleClient, csrfOf, follow, page } from './helpers/sign-in.ts'
 
@@ -175,12 +176,75 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
     )
   })
 
+  /** A SAML IdP registered for a new tenant: its id. */
+  async function registeredIdp(): Promise<string> {
+    const tenant = await service.createTenant()
+    const registered = await service.request('POST', '/api/v1/saml-identity-providers', {
+      key: tenant.key,
+      body: {
+        name: 'Fuzz IdP',
+        entityId: 'https://idp.fuzz.example/saml',
+        ssoUrl: 'https://idp.fuzz.example/sso',
+        certificate: (await makeCertificate()).pem,
+      },
+    })
+    assert.equal(registered.status, 201, registered.text)
+    return registered.body.id as string
+  }
+
+  test('the SAML ACS: a missing, malformed, non-XML or huge response is an HTML 4xx page', async () => {
+    const idp = await registeredIdp()
+    const acs = new URL(`/saml/${idp}/acs`, service.baseUrl)
+    const cases: Array<[string, Record<string, string> | string, number | number[]]> = [
+      ['no SAMLResponse', { RelayState: 'x' }, 400],
+      ['not Base64 XML', { SAMLResponse: 'not base64 at all %%%' }, 400],
+      ['Base64 of text', { SAMLResponse: Buffer.from('hello').toString('base64') }, 400],
+      ['XML that is not SAML', { SAMLResponse: Buffer.from('<a><b/></a>').toString('base64') }, 400],
+      [
+        'an entity expansion',
+        {
+          SAMLResponse: Buffer.from(
+            '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol">&b;</samlp:Response>',
+          ).toString('base64'),
+        },
+        400,
+      ],
+      ['a response too large', { SAMLResponse: 'A'.repeat(300 * 1024) }, [400, 413]],
+      ['a repeated field', 'SAMLResponse=a&SAMLResponse=b', 400],
+    ]
+    for (const [what, form, status] of cases) {
+      const raw = await fetch(acs, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: typeof form === 'string' ? form : new URLSearchParams(form).toString(),
+      })
+      const answered = { status: raw.status, headers: raw.headers, html: await raw.text() }
+      assertHtmlError(answered, status, what)
+    }
+    const json = await fetch(acs, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    })
+    assertHtmlError({ status: json.status, headers: json.headers, html: await json.text() }, 415, 'JSON body')
+  })
+
   test('300 seeded random forms and paths: never a 5xx, always an HTML page', async () => {
     const r = rng(0x5eed)
     const jar = new CookieJar()
     const live = await interaction(jar)
     const id = '0b6f3c1e-2f4a-4c69-9d1e-6f0d2a9b7c11'
+    const idp = await registeredIdp()
     const paths = [
+      `/saml/${idp}/acs`,
+      `/saml/${idp}/acs`,
+      `/saml/${idp}/metadata`,
+      `/saml/${id}/acs`,
+      '/saml/not-a-uuid/acs',
+      `/sign-in/${live.uid}/federated/${idp}`,
+      `/sign-in/${live.uid}/federated/not-a-uuid`,
+      `/sign-in/${live.uid}/federated-return/_${'a'.repeat(40)}`,
+      `/sign-in/${live.uid}/federated-return/${'<'.repeat(10)}`,
       live.action,
       `/sign-in/${live.uid}/totp`,
       `/sign-in/${live.uid}/totp-enrol`,
@@ -210,6 +274,9 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
       'applicationId',
       'return',
       'decision',
+      'SAMLResponse',
+      'SAMLResponse',
+      'RelayState',
       '__proto__',
       'constructor',
       '',

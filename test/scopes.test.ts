@@ -151,7 +151,12 @@ const ROWS: ScopeRow[] = [
     ],
     'certificates:read',
   ),
-  readRow('applications', ['/applications', `/applications/${ID}`]),
+  readRow('applications', [
+    '/applications',
+    `/applications/${ID}`,
+    '/saml-identity-providers',
+    `/saml-identity-providers/${ID}`,
+  ]),
   writeRow(
     'applications',
     [
@@ -159,6 +164,9 @@ const ROWS: ScopeRow[] = [
       write('PUT', `/applications/${ID}`),
       write('POST', `/applications/${ID}/rotate-secret`),
       write('DELETE', `/applications/${ID}`),
+      write('POST', '/saml-identity-providers'),
+      write('PATCH', `/saml-identity-providers/${ID}`),
+      write('DELETE', `/saml-identity-providers/${ID}`),
     ],
     'applications:read',
   ),
@@ -185,6 +193,22 @@ const ROWS: ScopeRow[] = [
       write('DELETE', `/endusers/${ID}/roles/${ID}`),
     ],
     'roles:read',
+  ),
+  readRow('policies', [
+    '/access-policies',
+    `/access-policies/${ID}`,
+    '/access-requests',
+    `/access-requests/${ID}`,
+  ]),
+  writeRow(
+    'policies',
+    [
+      write('POST', '/access-policies'),
+      write('PUT', `/access-policies/${ID}`),
+      write('PATCH', `/access-policies/${ID}`),
+      write('DELETE', `/access-policies/${ID}`),
+    ],
+    'policies:read',
   ),
   readRow('audit', ['/audit']),
   readRow('billing', ['/billing/subscription', '/billing/usage']),

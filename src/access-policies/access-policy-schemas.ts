@@ -63,10 +63,9 @@ export const AccessPolicyListSchema = Type.Object(
 nameSchema(AccessPolicyListSchema, 'AccessPolicyList')
 
 const EXAMPLE = {
-  name: 'Contractors need approval',
+  name: 'Outside the office needs approval',
   action: 'AllowWithApproval',
   priority: 10,
-  roleIds: ['5d0c8a52-8a7e-4f57-9c1a-3b3c2b1f4e21'],
   ipRanges: ['0.0.0.0/0', '::/0'],
 }
 
