@@ -143,9 +143,9 @@ export function buildResponse(options: ResponseOptions, idpKey: TestCertificate)
 }
 
 /**
- * A local IdP over HTTP for the browser: GET /sso takes the AuthnRequest and answers the page
- * that posts a signed response for `user` to the ACS (with the IdP's own inline script, as real
- * IdPs do; the service's CSP does not apply to the IdP's origin).
+ * A local IdP over HTTP for the browser: GET /sso takes the AuthnRequest and answers a page whose
+ * Continue button posts a signed response for `user` to the ACS (HTTP-POST binding). Real IdPs
+ * submit that form by script; a button lets the test do it explicitly.
  */
 export interface TestSamlIdp {
   entityId: string
