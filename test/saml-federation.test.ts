@@ -271,7 +271,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
     assert.equal(tokens.claims()!.sub, existing.body.id)
   })
 
-  test('refusals: unsigned, signed by another key, wrong audience, expired, replayed, wrong destination', async () => {
+  test('refusals: unsigned, signed by another key, wrong audience, expired, replayed, wrong destination or recipient, other issuer, unknown request', async () => {
     const otherKey = await makeCertificate()
     const cases: Array<[string, (request: ReceivedAuthnRequest) => string]> = [
       [
@@ -356,6 +356,20 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
               nameId: 'x',
               attributes: { email: 'x@acme.example' },
               destination: 'https://elsewhere.example/acs',
+            },
+            idpKey,
+          ),
+      ],
+      [
+        'wrong recipient',
+        (request) =>
+          buildResponse(
+            {
+              request,
+              issuer: IDP_ENTITY,
+              nameId: 'x',
+              attributes: { email: 'x@acme.example' },
+              recipient: 'https://elsewhere.example/acs',
             },
             idpKey,
           ),

@@ -143,6 +143,16 @@ export interface FederationService {
   sweep(): Promise<number>
 }
 
+/** The parts of the verified assertion (node-saml's xml2js form) read here. */
+interface VerifiedAssertion {
+  Assertion?: {
+    $?: { ID?: string }
+    Subject?: Array<{
+      SubjectConfirmation?: Array<{ SubjectConfirmationData?: Array<{ $?: { Recipient?: string } }> }>
+    }>
+  }
+}
+
 /** The response's root element; undefined when it is not XML at all. */
 function parseRoot(samlResponse: string) {
   try {
@@ -442,10 +452,14 @@ export function createFederationService(deps: {
       )
         throw await refuse(idp, 'wrong_issuer', clientIp)
       const requestId = typeof profile['inResponseTo'] === 'string' ? profile['inResponseTo'] : undefined
-      const assertion = (
-        profile['getAssertion'] as (() => { Assertion?: { $?: { ID?: string } } }) | undefined
-      )?.()
+      const assertion = (profile['getAssertion'] as (() => VerifiedAssertion) | undefined)?.()
       const assertionId = assertion?.Assertion?.$?.ID
+      // The bearer confirmation must name this ACS as its recipient (node-saml does not check it).
+      const recipients = (assertion?.Assertion?.Subject?.[0]?.SubjectConfirmation ?? []).map(
+        (confirmation) => confirmation.SubjectConfirmationData?.[0]?.$?.Recipient,
+      )
+      if (recipients.length === 0 || recipients.some((recipient) => recipient !== spOf(idp.id).acsUrl))
+        throw await refuse(idp, 'wrong_destination', clientIp)
       const nameId = attributeOf(profile, NAME_ID)
       if (!requestId || !assertionId || !nameId) throw await refuse(idp, 'invalid_response', clientIp)
       const now = clock.now()
