@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
-import { ADMIN_ROLES } from '../auth/roles.ts'
 import { errorResponses, IdParams } from '../platform/http-schemas.ts'
 import {
   AccessDecisionBody,
@@ -21,7 +20,7 @@ const TAGS = ['Access policies']
 /** The body is optional: a decision without a reason needs none. */
 const DecisionBody = Type.Optional(AccessDecisionBody)
 /** A person decides on access: owners and admins, never an API key (docs/identity.md). */
-const DECIDE = access.role(...(ADMIN_ROLES as [(typeof ADMIN_ROLES)[number], ...typeof ADMIN_ROLES]))
+const DECIDE = access.role('tenant:owner', 'tenant:admin')
 
 export function accessPolicyRoutes(policies: AccessPolicyService): FastifyPluginAsyncTypebox {
   return async (app) => {

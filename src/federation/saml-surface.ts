@@ -67,10 +67,7 @@ export function samlSurface(deps: { federation: FederationService; pageSettings:
       const { idpId } = request.params as { idpId: string }
       const xml = isUuid(idpId) ? await deps.federation.metadata(idpId) : undefined
       if (!xml) return page(request, reply, 404, 'This page does not exist.')
-      return reply
-        .header('content-type', 'application/samlmetadata+xml; charset=utf-8')
-        .header('cache-control', 'public, max-age=300')
-        .send(xml)
+      return reply.header('content-type', 'application/samlmetadata+xml; charset=utf-8').send(xml)
     })
 
     app.post('/saml/:idpId/acs', async (request, reply) => {
