@@ -6,6 +6,7 @@ import { auditRoutes } from './audit/audit-routes.ts'
 import { access } from './auth/access.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import { registerAuthentication } from './auth/auth-hook.ts'
+import { billingRoutes } from './billing/billing-routes.ts'
 import { batchRoutes } from './crypto/batch-routes.ts'
 import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
@@ -58,6 +59,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(roleRoutes(deps.roles))
     await api.register(accessPolicyRoutes(deps.accessPolicies))
     await api.register(samlRoutes(deps.federation))
+    await api.register(billingRoutes(deps.billing))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

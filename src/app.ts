@@ -51,6 +51,7 @@ export type AppDeps = Pick<
   | 'roles'
   | 'accessPolicies'
   | 'federation'
+  | 'billing'
 > & {
   version: string
   bodyLimitBytes: number

@@ -10,6 +10,8 @@ import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import { type BearerAuthenticator, createBearerAuthenticator } from './auth/bearer-authenticator.ts'
+import { type BillingService, createBillingService } from './billing/billing-service.ts'
+import { usageMeter } from './billing/usage-meter.ts'
 import type { Config } from './config.ts'
 import { type BatchService, createBatchService } from './crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from './crypto/crypto-service.ts'
@@ -85,6 +87,8 @@ export interface Services {
   accessPolicies: AccessPolicyService
   /** External SAML identity providers of tenants' applications. */
   federation: FederationService
+  /** Plans, subscriptions, the usage meter's reports. */
+  billing: BillingService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -140,6 +144,8 @@ export async function createServices(
     // Four writes in flight while there is CPU to spare, one while the machine is saturated
     // (audit/write-concurrency.ts).
     maxConcurrentWrites: loadAwareWriteConcurrency({ idle: 4, busy: 1, threshold: 0.7, windowMs: 100 }),
+    // Billing's usage meter rides on every audit write (src/billing/usage-meter.ts).
+    companion: usageMeter,
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const settings = createSettingsService({ sql, audit })
@@ -316,6 +322,16 @@ export async function createServices(
     clock,
     versionsKept: config.secretVersionsKept,
   })
+  const billing = createBillingService({
+    sql,
+    audit,
+    clock,
+    sources: {
+      keysInUse: (tenantId) => keys.countInUse(tenantId),
+      secretsInUse: (tenantId) => secrets.countInUse(tenantId),
+      endUsers: (tenantId) => endusers.count(tenantId),
+    },
+  })
   metrics.watch({
     audit,
     cryptoPool,
@@ -347,6 +363,7 @@ export async function createServices(
     roles,
     accessPolicies,
     federation,
+    billing,
     clock,
     cryptoPool,
     keys,

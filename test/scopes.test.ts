@@ -211,7 +211,7 @@ const ROWS: ScopeRow[] = [
     'policies:read',
   ),
   readRow('audit', ['/audit']),
-  readRow('billing', ['/billing/subscription', '/billing/usage']),
+  readRow('billing', ['/billing/plans', '/billing/subscription', '/billing/usage']),
   readRow('apikeys', ['/api-keys', `/api-keys/${ID}`]),
   writeRow(
     'apikeys',
@@ -229,7 +229,6 @@ const NOT_BUILT: ReadonlySet<Scope> = new Set<Scope>([
   'ssh:write',
   'certificates:read',
   'certificates:write',
-  'billing:read',
 ])
 
 const describeProbe = (p: Probe) => `${p.method} /api/v1${p.path}`

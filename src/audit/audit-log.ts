@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError } from '../platform/errors.ts'
-import { type AuditEntry, insertAuditEntries } from './audit-store.ts'
+import { type AuditCompanion, type AuditEntry, insertAuditEntries } from './audit-store.ts'
 
 export class AuditUnavailableError extends AppError {
   constructor() {
@@ -54,6 +54,8 @@ export function createAuditLog(deps: {
    */
   maxConcurrentWrites?: number | (() => number)
   observer?: AuditObserver
+  /** Written with every batch, in the same statement (the usage meter). */
+  companion?: AuditCompanion
 }): AuditLog {
   const maxBatch = deps.maxBatch ?? 1000
   const limit = deps.maxConcurrentWrites ?? 4
@@ -69,6 +71,7 @@ export function createAuditLog(deps: {
       const insert = insertAuditEntries(
         deps.sql,
         batch.map((p) => p.entry),
+        deps.companion,
       )
       if (!(await settlesWithin(insert, deps.timeoutMs))) {
         // Past the bound the INSERT may still be waiting (for a connection, or a lock) and could
@@ -134,7 +137,7 @@ export function createAuditLog(deps: {
     async recordInTransaction(tx, entry) {
       deps.observer?.recorded(entry)
       try {
-        await insertAuditEntries(tx, [entry])
+        await insertAuditEntries(tx, [entry], deps.companion)
       } catch (err) {
         deps.logger.error({ err: { message: (err as Error).message } }, 'audit write failed')
         throw new AuditUnavailableError()

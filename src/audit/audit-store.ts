@@ -1,3 +1,4 @@
+import type postgres from 'postgres'
 import type { Queryable } from '../platform/database.ts'
 
 export type AuditOutcome = 'success' | 'failure' | 'denied'
@@ -39,7 +40,18 @@ export interface AuditRow {
  * every batch size the group commit produces; and JSON.stringify is native, where postgres.js
  * would serialise every value of every column in JavaScript.
  */
-export async function insertAuditEntries(db: Queryable, entries: readonly AuditEntry[]): Promise<void> {
+/**
+ * A clause another module adds to every audit write, in the same statement (the usage meter,
+ * src/billing/usage-meter.ts): a `, name AS (...)` CTE reading the batch from `records`. The
+ * record and what is derived from it commit together, in one round trip.
+ */
+export type AuditCompanion = (db: Queryable) => postgres.PendingQuery<postgres.Row[]>
+
+export async function insertAuditEntries(
+  db: Queryable,
+  entries: readonly AuditEntry[],
+  companion?: AuditCompanion,
+): Promise<void> {
   if (entries.length === 0) return
   const now = new Date()
   const records = entries.map((e) => ({
@@ -55,13 +67,18 @@ export async function insertAuditEntries(db: Queryable, entries: readonly AuditE
     details: e.details ?? null,
   }))
   await db`
-    INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
-                           request_id, client_ip, details)
-    SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
-           details
-    FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
-      tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
-      key_version integer, outcome text, request_id text, client_ip text, details jsonb)`
+    WITH records AS (
+      SELECT * FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
+        tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
+        key_version integer, outcome text, request_id text, client_ip text, details jsonb)
+    ), inserted AS (
+      INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
+                             request_id, client_ip, details)
+      SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
+             details
+      FROM records
+    )${companion ? companion(db) : db``}
+    SELECT 1`
 }
 
 export interface AuditFilter {

@@ -8,6 +8,7 @@ import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
 import {
   addToApplication,
+  countEndUsers,
   deleteEndUser,
   type EndUserFilter,
   type EndUserRow,
@@ -105,6 +106,8 @@ export interface EndUserService {
     displayName: string | null
     idpId: string
   }): Promise<string | undefined>
+  /** The tenant's end-users (billing's usage report). */
+  count(tenantId: string): Promise<number>
   /** Whether the tenant has this end-user (access policies' conditions). */
   exists(tenantId: string, id: string): Promise<boolean>
 }
@@ -415,6 +418,7 @@ export function createEndUserService(deps: {
         return raced && raced.status !== 'blocked' ? raced.id : undefined
       }
     },
+    count: (tenantId) => countEndUsers(sql, tenantId),
     async exists(tenantId, id) {
       return (await getEndUser(sql, tenantId, id)) !== undefined
     },

@@ -123,3 +123,10 @@ export async function addToApplication(
     ON CONFLICT DO NOTHING`
   return rows.count === 1
 }
+
+export async function countEndUsers(db: Queryable, tenantId: string): Promise<number> {
+  const [row] = await db<
+    { total: number }[]
+  >`SELECT count(*)::int AS total FROM endusers WHERE tenant_id = ${tenantId}`
+  return row?.total ?? 0
+}

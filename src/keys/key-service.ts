@@ -32,6 +32,7 @@ import {
   clearDefault,
   countActiveExpiringBy,
   countKeys,
+  countKeysInUse,
   destroyDueKeys,
   getDefaultKey,
   getKey,
@@ -187,6 +188,8 @@ export const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
 
 export interface KeyService {
+  /** Keys not destroyed (billing's usage report). */
+  countInUse(tenantId: string): Promise<number>
   create(actor: Actor, input: KeyAttributes, caller: KeyCaller): Promise<KeyView>
   import(actor: Actor, input: ImportInput, caller: KeyCaller): Promise<KeyView>
   get(actor: Actor, id: string): Promise<KeyView>
@@ -535,6 +538,7 @@ export function createKeyService(deps: {
   }
 
   return {
+    countInUse: (tenantId) => countKeysInUse(sql, tenantId),
     async create(actor, input, caller) {
       const now = clock.now()
       const algorithm = resolveAlgorithm(input.keyType, input.algorithm)

@@ -363,6 +363,13 @@ export async function countKeys(
   return row?.total ?? 0
 }
 
+/** Keys whose material exists (not destroyed): what a plan's key quota counts. */
+export async function countKeysInUse(db: Queryable, tenantId: string): Promise<number> {
+  const [row] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM keys WHERE tenant_id = ${tenantId} AND destroyed_at IS NULL`
+  return row?.total ?? 0
+}
+
 /** Active keys whose expiry falls within the window: the key list's alert banner. */
 export async function countActiveExpiringBy(
   db: Queryable,

@@ -29,6 +29,7 @@ import {
 } from './secret-schemas.ts'
 import type { SecretDataKey, SecretSealing } from './secret-sealing.ts'
 import {
+  countSecretsInUse,
   currentValues,
   findSecret,
   findVersion,
@@ -80,6 +81,8 @@ export function parseSecretInclude(text: string | undefined): Selection {
 const METADATA: Selection = { fields: new Set(METADATA_FIELDS), all: false }
 
 export interface SecretService {
+  /** Secrets not deleted (billing's usage report). */
+  countInUse(tenantId: string): Promise<number>
   create(actor: Actor, body: CreateSecretBody): Promise<SecretView>
   get(actor: Actor, id: string, selection: Selection): Promise<SecretView>
   list(
@@ -293,6 +296,7 @@ export function createSecretService(deps: {
   }
 
   return {
+    countInUse: (tenantId) => countSecretsInUse(sql, tenantId),
     async create(actor, body) {
       const custom = splitCustomFields(body.customFields ?? [])
       const totp = body.totp ? parseTotp(body.totp) : null

@@ -131,6 +131,13 @@ export async function listSecrets(
   return { rows, total: count?.total ?? 0 }
 }
 
+/** Secrets not deleted (billing's usage report). */
+export async function countSecretsInUse(db: Queryable, tenantId: string): Promise<number> {
+  const [row] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM secrets WHERE tenant_id = ${tenantId} AND deleted_at IS NULL`
+  return row?.total ?? 0
+}
+
 export async function insertVersion(db: Queryable, row: VersionRow): Promise<void> {
   await db`INSERT INTO secret_versions ${db(row as never)}`
 }
