@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
-import { startTestService, type TestService } from './helpers/service.ts'
+import { runCli, startTestService, type TestService } from './helpers/service.ts'
 import { consoleClient, memberSession } from './helpers/sign-in.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
@@ -127,10 +127,42 @@ describe('billing: plans, subscription, and usage from the meter', () => {
       FROM audit_log WHERE tenant_id = ${tenantId} AND outcome = 'success' AND action LIKE 'crypto.%'`
     assert.equal(Number(audited!.total), usage.data[0].totalOperations)
 
+    // The sweep folds the meter's rows (one per audit write) into one per kind; the report is unchanged.
+    const rowsBefore = await service.sql`SELECT 1 FROM usage_counters WHERE tenant_id = ${tenantId}`
+    assert.ok(rowsBefore.length > Object.keys(expected).length, 'one row per audit write before folding')
+    await service.api.services.billing.foldUsage()
+    const rowsAfter = await service.sql`SELECT 1 FROM usage_counters WHERE tenant_id = ${tenantId}`
+    assert.equal(rowsAfter.length, Object.keys(expected).length)
+    assert.deepEqual((await ok('GET', '/billing/usage', key)).data, usage.data)
+
     // Another tenant's usage is its own.
     const other = await service.createTenant()
     const otherUsage = await ok('GET', '/billing/usage', other.key)
     assert.equal(otherUsage.data[0].totalOperations, 0)
+  })
+
+  test('folding while operations are written, by two sweeps at once, loses and doubles nothing', async () => {
+    const { key } = await service.createTenant()
+    const mac = (
+      await ok('POST', '/keys', key, { name: 'mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' }, 201)
+    ).id
+    const billing = service.api.services.billing
+    let writing = true
+    const operations = (async () => {
+      for (let round = 0; round < 10; round++)
+        await Promise.all(
+          Array.from({ length: 20 }, () => ok('POST', `/keys/${mac}/mac`, key, { data: b64('d') })),
+        )
+      writing = false
+    })()
+    const sweeps = [0, 1].map(async () => {
+      while (writing) await billing.foldUsage()
+    })
+    await Promise.all([operations, ...sweeps])
+    await Promise.all([billing.foldUsage(), billing.foldUsage()])
+    const usage = await ok('GET', '/billing/usage', key)
+    assert.equal(usage.data[0].operations.mac, 200)
+    assert.equal(usage.data[0].totalOperations, 200)
   })
 
   test('months: a range lists each month, oldest first; an operation is filed under its UTC month; bad ranges are 400', async () => {
@@ -250,5 +282,24 @@ describe('billing: plans, subscription, and usage from the meter', () => {
       body: { planId: 'pro' },
     })
     assert.equal((await ok('GET', '/audit?action=billing.plan.change', key)).data.length, 1)
+  })
+  test('the CLI moves a tenant to another plan (audited as cli); an unknown plan or tenant fails with exit 1', async () => {
+    const { key, tenantId } = await service.createTenant()
+    const moved = await runCli(['set-plan', '--tenant', tenantId, '--plan', 'enterprise'], service.env)
+    assert.equal(moved.code, 0, moved.stderr)
+    assert.equal(JSON.parse(moved.stdout).plan.id, 'enterprise')
+    assert.equal((await ok('GET', '/billing/subscription', key)).plan.id, 'enterprise')
+    const audit = await ok('GET', '/audit?action=billing.plan.change', key)
+    assert.equal(audit.data[0].actor, 'cli')
+    const unknownPlan = await runCli(['set-plan', '--tenant', tenantId, '--plan', 'platinum'], service.env)
+    assert.equal(unknownPlan.code, 1)
+    assert.match(unknownPlan.stderr, /free, pro, enterprise/)
+    const unknownTenant = await runCli(
+      ['set-plan', '--tenant', crypto.randomUUID(), '--plan', 'pro'],
+      service.env,
+    )
+    assert.equal(unknownTenant.code, 1)
+    const missing = await runCli(['set-plan', '--tenant', tenantId], service.env)
+    assert.equal(missing.code, 2)
   })
 })

@@ -41,11 +41,21 @@ export interface AuditRow {
  * would serialise every value of every column in JavaScript.
  */
 /**
- * A clause another module adds to every audit write, in the same statement (the usage meter,
- * src/billing/usage-meter.ts): a `, name AS (...)` CTE reading the batch from `records`. The
- * record and what is derived from it commit together, in one round trip.
+ * A clause another module adds to an audit write, in the same statement (the usage meter,
+ * src/billing/usage-meter.ts): a `WITH name AS (...)` data-modifying CTE made from the batch, or
+ * nothing when the batch holds nothing for it. What it writes commits with the records, in the
+ * same round trip.
  */
-export type AuditCompanion = (db: Queryable) => postgres.PendingQuery<postgres.Row[]>
+export type AuditCompanion = (
+  db: Queryable,
+  records: ReadonlyArray<{
+    tenant_id: string
+    occurred_at: Date
+    action: string
+    outcome: AuditOutcome
+    details: AuditEntry['details']
+  }>,
+) => postgres.PendingQuery<postgres.Row[]> | undefined
 
 export async function insertAuditEntries(
   db: Queryable,
@@ -66,19 +76,16 @@ export async function insertAuditEntries(
     client_ip: e.clientIp ?? null,
     details: e.details ?? null,
   }))
+  const clause = companion?.(db, records)
   await db`
-    WITH records AS (
-      SELECT * FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
-        tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
-        key_version integer, outcome text, request_id text, client_ip text, details jsonb)
-    ), inserted AS (
-      INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
-                             request_id, client_ip, details)
-      SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
-             details
-      FROM records
-    )${companion ? companion(db) : db``}
-    SELECT 1`
+    ${clause ?? db``}
+    INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
+                           request_id, client_ip, details)
+    SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
+           details
+    FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
+      tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
+      key_version integer, outcome text, request_id text, client_ip text, details jsonb)`
 }
 
 export interface AuditFilter {

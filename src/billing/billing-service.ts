@@ -4,6 +4,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import {
+  foldUsageRows,
   getPlan,
   getSubscription,
   listPlans,
@@ -84,6 +85,8 @@ export interface BillingService {
   changePlan(actor: Actor, planId: string): Promise<SubscriptionView>
   /** Months `from`..`to` (YYYY-MM, UTC), oldest first; both default to the current month. */
   usage(actor: Actor, range: { from?: string | undefined; to?: string | undefined }): Promise<UsageReport>
+  /** The job process: folds the meter's appended rows (usage-meter.ts); the number of groups folded. */
+  foldUsage(): Promise<number>
 }
 
 const PERIOD = /^([0-9]{4})-(0[1-9]|1[0-2])$/
@@ -175,6 +178,15 @@ export function createBillingService(deps: {
         return changed
       })
       return subscriptionView(plan, row.status)
+    },
+    async foldUsage() {
+      let folded = 0
+      for (let round = 0; round < 100; round++) {
+        const groups = await foldUsageRows(sql, 1000)
+        folded += groups
+        if (groups < 1000) break
+      }
+      return folded
     },
     async usage(actor, range) {
       const current = periodOf(clock.now())

@@ -79,3 +79,24 @@ export async function usageByMonth(
     WHERE tenant_id = ${tenantId} AND period BETWEEN ${from} AND ${to}
     GROUP BY period, kind ORDER BY period, kind`
 }
+
+/**
+ * Folds the meter's rows: each (tenant, month, kind) with several rows becomes one row holding
+ * their sum, for up to `groups` groups. Exact under concurrent writes and a second sweep: the
+ * DELETE takes only the rows its snapshot sees (rows appended meanwhile stay as they are), and a
+ * row another sweep deleted first is skipped, so no count is lost or taken twice.
+ */
+export async function foldUsageRows(db: Queryable, groups: number): Promise<number> {
+  const rows = await db`
+    WITH moved AS (
+      DELETE FROM usage_counters
+      WHERE (tenant_id, period, kind) IN (
+        SELECT tenant_id, period, kind FROM usage_counters
+        GROUP BY tenant_id, period, kind HAVING count(*) > 1 LIMIT ${groups})
+      RETURNING tenant_id, period, kind, count
+    )
+    INSERT INTO usage_counters (tenant_id, period, kind, count)
+    SELECT tenant_id, period, kind, sum(count) FROM moved GROUP BY tenant_id, period, kind
+    RETURNING tenant_id`
+  return rows.length
+}

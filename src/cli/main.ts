@@ -48,6 +48,8 @@ Commands:
                                                  Give a team account a new generated password (printed once);
                                                  --reset-totp also removes its authenticator
   rotate-id-signing-key                          New version of the key that signs ID and access tokens
+  set-plan --tenant ID --plan PLAN               Move a tenant to another billing plan (free, pro, enterprise
+                                                 by default; see docs/billing.md)
 
 Scopes: ${SCOPES.join(', ')}
 Roles: ${TENANT_ROLES.join(', ')}`
@@ -187,6 +189,7 @@ export async function runCli(argv: string[]): Promise<void> {
       email: { type: 'string' },
       role: { type: 'string' },
       'reset-totp': { type: 'boolean', default: false },
+      plan: { type: 'string' },
     },
     strict: true,
   })
@@ -281,6 +284,15 @@ export async function runCli(argv: string[]): Promise<void> {
         await accounts.setPassword(account.id, password)
         if (values['reset-totp']) await accounts.resetTotp(account.id)
         print({ accountId: account.id, email: account.email, password, totpReset: values['reset-totp'] })
+      })
+      return
+    }
+    case 'set-plan': {
+      const tenantId = requiredId(values, 'tenant')
+      const plan = required(values, 'plan')
+      await withServices(config, logger, async ({ billing, tenants }) => {
+        if (!(await tenants.get(tenantId))) throw new Error(`no tenant ${tenantId}`)
+        print(await billing.changePlan(cliActor(tenantId), plan))
       })
       return
     }

@@ -23,6 +23,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     identity: services.identity,
     accessPolicies: services.accessPolicies,
     federation: services.federation,
+    billing: services.billing,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

@@ -2,6 +2,7 @@ import { type Job, Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { AccessPolicyService } from '../access-policies/access-policy-service.ts'
+import type { BillingService } from '../billing/billing-service.ts'
 import type { JobsConfig } from '../config.ts'
 import type { FederationService } from '../federation/saml-service.ts'
 import type { Identity } from '../identity/identity-service.ts'
@@ -62,6 +63,8 @@ export interface JobDeps {
   identity: Pick<Identity, 'sweep' | 'links' | 'codes'>
   /** The e-mail telling an end-user of the decision on their access request. */
   accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
+  /** The usage meter's rows, folded (lifecycle sweep). */
+  billing: Pick<BillingService, 'foldUsage'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -142,10 +145,11 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         const expired = await deps.keys.expireDue(sweepId)
         const destroyed = await deps.keys.destroyDue(sweepId)
         const purgedSecrets = await deps.secrets.purgeDue(sweepId)
+        const foldedUsage = await deps.billing.foldUsage()
         if (expired > 0 || destroyed > 0 || purgedSecrets > 0) {
           logger.info({ expired, destroyed, purgedSecrets }, 'lifecycle sweep')
         }
-        return { expired, destroyed, purgedSecrets }
+        return { expired, destroyed, purgedSecrets, foldedUsage }
       }
       if (job.name === 'identity-sweep') {
         const swept = { ...(await deps.identity.sweep()), samlRows: await deps.federation.sweep() }

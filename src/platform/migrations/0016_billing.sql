@@ -25,15 +25,15 @@ CREATE TABLE subscriptions (
   updated_by text NOT NULL
 );
 
--- The usage meter: successful cryptographic operations per tenant, month (UTC) and kind, counted
--- in the same statement that writes their audit records (src/audit, src/billing/usage-meter.ts).
--- Each write adds to one of 64 shards, so concurrent writes of one tenant seldom wait on the same
--- row; a reading sums the shards. No foreign key: the audit write is the hot path.
+-- The usage meter: successful cryptographic operations per tenant, month (UTC) and kind, appended
+-- by the statement that writes their audit records (src/audit, src/billing/usage-meter.ts): one
+-- row per tenant and kind of each audit write, no upsert, so concurrent writes never wait on a
+-- row lock. The billing sweep folds a month's rows into one per kind; a reading sums the rows.
+-- No foreign key: the audit write is the hot path.
 CREATE TABLE usage_counters (
   tenant_id uuid NOT NULL,
   period text NOT NULL CHECK (period ~ '^[0-9]{4}-[0-9]{2}$'),
   kind text NOT NULL CHECK (length(kind) <= 64),
-  shard smallint NOT NULL,
-  count bigint NOT NULL,
-  PRIMARY KEY (tenant_id, period, kind, shard)
+  count bigint NOT NULL CHECK (count > 0)
 );
+CREATE INDEX usage_counters_tenant_period_idx ON usage_counters (tenant_id, period);
