@@ -52,6 +52,8 @@ export interface Config {
   identity: IdentityConfig
   mail: MailSettings
   sms: SmsSettings
+  /** Stripe's webhook endpoint secret (`whsec_…`): absent, the payment webhook answers 404. */
+  stripeWebhookSecret: string | undefined
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -283,6 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identity: identityConfig(env),
     mail: mailConfig(env),
     sms: smsConfig(env),
+    stripeWebhookSecret: env['KMS_STRIPE_WEBHOOK_SECRET'] || undefined,
   }
 }
 

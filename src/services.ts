@@ -11,6 +11,7 @@ import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import { type BearerAuthenticator, createBearerAuthenticator } from './auth/bearer-authenticator.ts'
 import { type BillingService, createBillingService } from './billing/billing-service.ts'
+import { stripeWebhook } from './billing/payment-webhook.ts'
 import { usageMeter } from './billing/usage-meter.ts'
 import type { Config } from './config.ts'
 import { type BatchService, createBatchService } from './crypto/batch-service.ts'
@@ -326,6 +327,7 @@ export async function createServices(
     sql,
     audit,
     clock,
+    webhooks: config.stripeWebhookSecret ? [stripeWebhook(config.stripeWebhookSecret)] : [],
     sources: {
       keysInUse: (tenantId) => keys.countInUse(tenantId),
       secretsInUse: (tenantId) => secrets.countInUse(tenantId),

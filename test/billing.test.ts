@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { runCli, startTestService, type TestService } from './helpers/service.ts'
@@ -6,6 +7,17 @@ import { consoleClient, memberSession } from './helpers/sign-in.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
 const b64 = (text: string) => Buffer.from(text).toString('base64')
+const WEBHOOK_SECRET = 'whsec_test_0123456789abcdef'
+
+/** What Stripe sends: the event JSON, signed as its documentation describes (t=…,v1=hex HMAC of "t.body"). */
+function stripeDelivery(event: Record<string, unknown>, options: { secret?: string; at?: Date } = {}) {
+  const body = JSON.stringify(event)
+  const t = Math.floor((options.at ?? new Date()).getTime() / 1000)
+  const v1 = createHmac('sha256', options.secret ?? WEBHOOK_SECRET)
+    .update(`${t}.${body}`)
+    .digest('hex')
+  return { body, signature: `t=${t},v1=${v1}` }
+}
 
 describe('billing: plans, subscription, and usage from the meter', () => {
   let service: TestService
@@ -15,7 +27,10 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     // The meter files an operation under its audit record's time (the wall clock); the service's
     // clock, which says what "this month" is, starts at the same time.
     clock = manualClock()
-    service = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT }, { clock })
+    service = await startTestService(
+      { KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT, KMS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET },
+      { clock },
+    )
   })
   after(() => service.stop())
 
@@ -301,5 +316,125 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     assert.equal(unknownTenant.code, 1)
     const missing = await runCli(['set-plan', '--tenant', tenantId], service.env)
     assert.equal(missing.code, 2)
+  })
+  async function postWebhook(delivery: { body: string; signature?: string }, provider = 'stripe') {
+    return service.request('POST', `/api/v1/billing/webhooks/${provider}`, {
+      rawBody: delivery.body,
+      headers: {
+        'content-type': 'application/json',
+        ...(delivery.signature ? { 'stripe-signature': delivery.signature } : {}),
+      },
+    })
+  }
+
+  test('invoices: issued once per tenant and month for paid plans; paid by a signed Stripe event, once', async () => {
+    // A month with a Pro tenant, a Free tenant, and one that moves to Pro only after the month.
+    clock.set(new Date('2031-03-10T09:00:00Z'))
+    const pro = await service.createTenant()
+    const free = await service.createTenant()
+    const late = await service.createTenant()
+    const billing = service.api.services.billing
+    const cli = (tenantId: string) => ({ tenantId, actor: 'cli', requestId: null, clientIp: null })
+    await billing.changePlan(cli(pro.tenantId), 'pro')
+    await billing.changePlan(cli(free.tenantId), 'free')
+    clock.set(new Date('2031-04-02T00:00:00Z'))
+    await billing.changePlan(cli(late.tenantId), 'pro')
+    // Not a month that has ended.
+    await assert.rejects(billing.issueInvoices('2031-04'), /must be a month that has ended/)
+    // The job runs twice (and the default month is the last one).
+    const first = await billing.issueInvoices()
+    const second = await billing.issueInvoices()
+    assert.equal(first.period, '2031-03')
+    assert.equal(second.issued, 0)
+    const invoices = await ok('GET', '/billing/invoices', pro.key)
+    assert.equal(invoices.total, 1)
+    const [invoice] = invoices.data
+    assert.deepEqual(
+      {
+        period: invoice.period,
+        planId: invoice.planId,
+        amount: invoice.amount,
+        amountMinor: invoice.amountMinor,
+        currency: invoice.currency,
+        status: invoice.status,
+      },
+      { period: '2031-03', planId: 'pro', amount: 49, amountMinor: 4900, currency: 'EUR', status: 'open' },
+    )
+    assert.equal((await ok('GET', '/billing/invoices', free.key)).total, 0)
+    assert.equal((await ok('GET', '/billing/invoices', late.key)).total, 0)
+
+    // Stripe says it is paid: a signature that is wrong, too old, or missing is refused.
+    const event = {
+      id: 'evt_1NQxyz',
+      type: 'invoice.paid',
+      data: { object: { id: 'in_1NQxyz', object: 'invoice', metadata: { kms_invoice_id: invoice.id } } },
+    }
+    clock.set(new Date())
+    const forged = await postWebhook(stripeDelivery(event, { secret: 'whsec_other' }))
+    assert.equal(forged.status, 400)
+    assert.equal(forged.body.error, 'invalid_signature')
+    const stale = await postWebhook(stripeDelivery(event, { at: new Date(Date.now() - 10 * 60_000) }))
+    assert.equal(stale.status, 400)
+    assert.equal(stale.body.error, 'signature_expired')
+    const unsigned = await postWebhook({ body: JSON.stringify(event) })
+    assert.equal(unsigned.status, 400)
+    const tampered = stripeDelivery(event)
+    const altered = await postWebhook({
+      ...tampered,
+      body: tampered.body.replace('invoice.paid', 'invoice.paid '),
+    })
+    assert.equal(altered.status, 400)
+    assert.equal((await ok('GET', '/billing/invoices', pro.key)).data[0].status, 'open')
+
+    const paid = await postWebhook(stripeDelivery(event))
+    assert.equal(paid.status, 200, paid.text)
+    assert.deepEqual(paid.body, { received: true, handled: true })
+    const after = (await ok('GET', '/billing/invoices', pro.key)).data[0]
+    assert.equal(after.status, 'paid')
+    // A redelivery of the event changes nothing; another event type is acknowledged and ignored.
+    assert.deepEqual((await postWebhook(stripeDelivery(event))).body, { received: true, handled: false })
+    assert.deepEqual(
+      (await postWebhook(stripeDelivery({ id: 'evt_other', type: 'customer.created', data: { object: {} } })))
+        .body,
+      { received: true, handled: false },
+    )
+    const audit = await ok('GET', '/audit?action=billing.invoice.paid', pro.key)
+    assert.equal(audit.data.length, 1)
+    assert.equal(audit.data[0].actor, 'system:stripe')
+    assert.equal(audit.data[0].details.paidBy, 'stripe:evt_1NQxyz')
+    // Another provider is not configured.
+    assert.equal((await postWebhook(stripeDelivery(event), 'paypal')).status, 400)
+  })
+
+  test('invoices: the CLI issues and marks paid; a provider event for a paid invoice is acknowledged', async () => {
+    // The CLI runs in its own process on the real clock: the month billed is one that has ended.
+    clock.set(new Date('2026-10-10T09:00:00Z'))
+    const tenant = await service.createTenant()
+    await service.api.services.billing.changePlan(
+      { tenantId: tenant.tenantId, actor: 'cli', requestId: null, clientIp: null },
+      'enterprise',
+    )
+    clock.set(new Date())
+    const issued = await runCli(['issue-invoices', '--period', '2026-10'], service.env)
+    assert.equal(issued.code, 0, issued.stderr)
+    assert.ok(JSON.parse(issued.stdout).issued >= 1)
+    const [invoice] = (await ok('GET', '/billing/invoices', tenant.key)).data
+    assert.equal(invoice.amountMinor, 49900)
+    const marked = await runCli(['mark-invoice-paid', '--id', invoice.id], service.env)
+    assert.equal(marked.code, 0, marked.stderr)
+    assert.equal(JSON.parse(marked.stdout).status, 'paid')
+    const again = await runCli(['mark-invoice-paid', '--id', invoice.id], service.env)
+    assert.equal(again.code, 1)
+    assert.match(again.stderr, /paid/)
+    const late = await postWebhook(
+      stripeDelivery({
+        id: 'evt_late',
+        type: 'invoice.paid',
+        data: { object: { metadata: { kms_invoice_id: invoice.id } } },
+      }),
+    )
+    assert.deepEqual(late.body, { received: true, handled: false })
+    const badPeriod = await runCli(['issue-invoices', '--period', '2031-13'], service.env)
+    assert.equal(badPeriod.code, 2)
   })
 })

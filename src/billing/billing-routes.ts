@@ -1,17 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
-import { errorResponses } from '../platform/http-schemas.ts'
+import { errorResponses, PageQuery } from '../platform/http-schemas.ts'
 import {
   ChangePlanBody,
+  InvoiceListSchema,
   PlanListSchema,
   SubscriptionSchema,
   UsageQuery,
   UsageSchema,
+  WebhookAnswerSchema,
 } from './billing-schemas.ts'
 import type { BillingService } from './billing-service.ts'
 
 const TAGS = ['Billing']
+/** A provider's event is a few kilobytes; Stripe's are below 64 KB. */
+const WEBHOOK_BODY_LIMIT = 256 * 1024
 
 export function billingRoutes(billing: BillingService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -69,5 +74,53 @@ export function billingRoutes(billing: BillingService): FastifyPluginAsyncTypebo
       },
       async (request) => billing.usage(actorOf(request), request.query),
     )
+    app.get(
+      '/billing/invoices',
+      {
+        config: { access: access.scope('billing:read') },
+        schema: {
+          tags: TAGS,
+          summary: 'The tenant’s invoices, newest month first',
+          operationId: 'listInvoices',
+          querystring: Type.Object({ ...PageQuery }, { additionalProperties: false }),
+          response: { 200: InvoiceListSchema, ...errorResponses(403) },
+        },
+      },
+      async (request) => billing.listInvoices(actorOf(request), request.query),
+    )
+    // The payment provider calls this; its signature over the raw body is the authentication.
+    await app.register(async (raw) => {
+      raw.removeContentTypeParser('application/json')
+      raw.addContentTypeParser(
+        'application/json',
+        { parseAs: 'string', bodyLimit: WEBHOOK_BODY_LIMIT },
+        (_request, body, done) => done(null, body),
+      )
+      raw.post(
+        '/billing/webhooks/:provider',
+        {
+          config: { access: access.public() },
+          bodyLimit: WEBHOOK_BODY_LIMIT,
+          schema: {
+            tags: TAGS,
+            summary:
+              'A payment provider’s signed webhook (Stripe: Stripe-Signature; invoice.paid marks an invoice paid)',
+            operationId: 'paymentWebhook',
+            security: [],
+            params: Type.Object(
+              { provider: Type.String({ enum: ['stripe'], description: 'The provider' }) },
+              { additionalProperties: false },
+            ),
+            response: { 200: WebhookAnswerSchema, ...errorResponses(400, 404) },
+          },
+        },
+        async (request) =>
+          billing.paymentWebhook(
+            (request.params as { provider: string }).provider,
+            String(request.body ?? ''),
+            request.headers,
+          ),
+      )
+    })
   }
 }

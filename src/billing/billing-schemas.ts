@@ -102,3 +102,36 @@ export const UsageSchema = Type.Object(
   { additionalProperties: false },
 )
 nameSchema(UsageSchema, 'Usage')
+
+export const InvoiceSchema = Type.Object(
+  {
+    id: Type.String(),
+    period: Type.String({ description: 'The month billed (YYYY-MM, UTC)' }),
+    planId: Type.String(),
+    amount: Type.Number({ description: 'Two decimals' }),
+    amountMinor: Type.Integer(),
+    currency: Type.String(),
+    status: Type.Enum(['open', 'paid', 'void']),
+    issuedAt: Timestamp('Issued'),
+    paidAt: Type.Union([Timestamp('Paid'), Type.Null()]),
+  },
+  { additionalProperties: false },
+)
+nameSchema(InvoiceSchema, 'Invoice')
+
+export const InvoiceListSchema = Type.Object(
+  { data: Type.Array(InvoiceSchema), total: Type.Integer() },
+  { additionalProperties: false },
+)
+nameSchema(InvoiceListSchema, 'InvoiceList')
+
+export const WebhookAnswerSchema = Type.Object(
+  {
+    received: Type.Literal(true),
+    handled: Type.Boolean({
+      description: 'false: an event of another type, a redelivery, or an invoice not open',
+    }),
+  },
+  { additionalProperties: false },
+)
+nameSchema(WebhookAnswerSchema, 'PaymentWebhookAnswer')

@@ -1,18 +1,28 @@
+import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
-import { AppError, invalidField } from '../platform/errors.ts'
+import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import { isUuid } from '../platform/ids.ts'
 import {
   foldUsageRows,
+  getInvoice,
   getPlan,
   getSubscription,
+  type InvoiceRow,
+  issueInvoices,
+  listInvoices,
   listPlans,
   lockSubscription,
+  markInvoicePaid,
   type PlanRow,
+  paidInvoicesOf,
+  recordPaymentEvent,
   setPlan,
   usageByMonth,
 } from './billing-store.ts'
+import type { PaymentWebhook } from './payment-webhook.ts'
 
 /** The operation kinds the meter counts (the audit actions of src/crypto without `crypto.`). */
 export const OPERATION_KINDS = [
@@ -71,6 +81,26 @@ export interface UsageReport {
   quotas: Quotas
 }
 
+export interface InvoiceView {
+  id: string
+  period: string
+  planId: string
+  amount: number
+  amountMinor: number
+  currency: string
+  status: 'open' | 'paid' | 'void'
+  issuedAt: string
+  paidAt: string | null
+}
+
+/** Told after commit when an invoice is paid (the partner programme converts referrals on the first). */
+export interface InvoicePaid {
+  tenantId: string
+  invoice: InvoiceView
+  /** The tenant's first paid invoice. */
+  first: boolean
+}
+
 /** Live counts from the modules that own them. */
 export interface UsageSources {
   keysInUse(tenantId: string): Promise<number>
@@ -87,6 +117,22 @@ export interface BillingService {
   usage(actor: Actor, range: { from?: string | undefined; to?: string | undefined }): Promise<UsageReport>
   /** The job process: folds the meter's appended rows (usage-meter.ts); the number of groups folded. */
   foldUsage(): Promise<number>
+  /** The monthly job (and the CLI): invoices of `period` (default: last month), once per tenant. */
+  issueInvoices(period?: string): Promise<{ period: string; issued: number }>
+  listInvoices(
+    actor: Actor,
+    page: { limit: number; offset: number },
+  ): Promise<{ data: InvoiceView[]; total: number }>
+  /** The CLI. 404 `invoice_not_found`; 409 `invoice_not_open`. */
+  markPaid(invoiceId: string, by: 'cli'): Promise<InvoiceView>
+  /** The payment provider's webhook: verified, handled once per event. */
+  paymentWebhook(
+    provider: string,
+    rawBody: string,
+    headers: Record<string, string | string[] | undefined>,
+  ): Promise<{ received: true; handled: boolean }>
+  /** Subscribes to paid invoices (after commit). */
+  onInvoicePaid(listener: (event: InvoicePaid) => Promise<void>): void
 }
 
 const PERIOD = /^([0-9]{4})-(0[1-9]|1[0-2])$/
@@ -95,6 +141,21 @@ const monthStart = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date
 const nextMonth = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1))
 /** Minor units to a number with two decimals (exact for any price below 2^53 cents). */
 const major = (minor: bigint) => Number(minor) / 100
+
+const invoiceView = (row: InvoiceRow): InvoiceView => {
+  const minor = BigInt(row.amount_minor)
+  return {
+    id: row.id,
+    period: row.period,
+    planId: row.plan_id,
+    amount: major(minor),
+    amountMinor: Number(minor),
+    currency: row.currency,
+    status: row.status,
+    issuedAt: row.issued_at.toISOString(),
+    paidAt: row.paid_at?.toISOString() ?? null,
+  }
+}
 
 const planView = (row: PlanRow): PlanView => {
   const minor = BigInt(row.monthly_price_minor)
@@ -123,8 +184,40 @@ export function createBillingService(deps: {
   audit: AuditLog
   clock: Clock
   sources: UsageSources
+  /** The payment providers whose webhooks are configured (docs/billing.md). */
+  webhooks?: PaymentWebhook[]
 }): BillingService {
   const { sql, audit, clock } = deps
+  const paidListeners: Array<(event: InvoicePaid) => Promise<void>> = []
+
+  /** Marks an open invoice paid, audited in the same transaction; listeners are told after commit. */
+  async function pay(invoiceId: string, paidBy: string, event?: { provider: string; id: string }) {
+    const now = clock.now()
+    const outcome = await sql.begin(async (tx) => {
+      if (event && !(await recordPaymentEvent(tx, event.provider, event.id)))
+        return { duplicate: true as const }
+      const current = await getInvoice(tx, invoiceId, { lock: true })
+      if (!current) throw notFound('invoice_not_found', 'Invoice')
+      if (current.status !== 'open')
+        throw new AppError(409, 'invoice_not_open', `The invoice is ${current.status}`)
+      const earlier = await paidInvoicesOf(tx, current.tenant_id)
+      const paid = (await markInvoicePaid(tx, { id: invoiceId, paidAt: now, paidBy }))!
+      await audit.recordInTransaction(tx, {
+        tenantId: current.tenant_id,
+        actor: paidBy === 'cli' ? 'cli' : `system:${event?.provider ?? 'payments'}`,
+        action: 'billing.invoice.paid',
+        resource: `invoice:${invoiceId}`,
+        outcome: 'success',
+        details: { period: current.period, amountMinor: Number(current.amount_minor), paidBy },
+      })
+      return { duplicate: false as const, paid, first: earlier === 0 }
+    })
+    if (outcome.duplicate) return undefined
+    const view = invoiceView(outcome.paid)
+    for (const listener of paidListeners)
+      await listener({ tenantId: outcome.paid.tenant_id, invoice: view, first: outcome.first })
+    return view
+  }
 
   async function planOf(tenantId: string): Promise<{ plan: PlanRow; status: SubscriptionView['status'] }> {
     const subscription = await getSubscription(sql, tenantId)
@@ -165,9 +258,10 @@ export function createBillingService(deps: {
         throw invalidField('body/planId', `must be one of ${known.join(', ')}`)
       }
       const row = await sql.begin(async (tx) => {
-        const current = await lockSubscription(tx, actor.tenantId, actor.actor)
+        const at = clock.now()
+        const current = await lockSubscription(tx, { tenantId: actor.tenantId, by: actor.actor, at })
         if (current.plan_id === planId && current.status === 'active') return current
-        const changed = await setPlan(tx, { tenantId: actor.tenantId, planId, by: actor.actor })
+        const changed = await setPlan(tx, { tenantId: actor.tenantId, planId, by: actor.actor, at })
         await audit.recordInTransaction(tx, {
           ...actor,
           action: 'billing.plan.change',
@@ -178,6 +272,70 @@ export function createBillingService(deps: {
         return changed
       })
       return subscriptionView(plan, row.status)
+    },
+    async issueInvoices(period) {
+      const now = clock.now()
+      const target = period ?? periodOf(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1)))
+      const periodEnd = nextMonth(parsePeriod(target, 'period'))
+      if (periodEnd > now) throw invalidField('period', 'must be a month that has ended')
+      let issued = 0
+      for (;;) {
+        const rows = await sql.begin(async (tx) => {
+          const made = await issueInvoices(tx, {
+            period: target,
+            periodEnd,
+            issuedAt: now,
+            newId: randomUUID,
+            limit: 500,
+          })
+          for (const row of made)
+            await audit.recordInTransaction(tx, {
+              tenantId: row.tenant_id,
+              actor: 'system:invoices',
+              action: 'billing.invoice.issue',
+              resource: `invoice:${row.id}`,
+              outcome: 'success',
+              details: { period: row.period, planId: row.plan_id, amountMinor: Number(row.amount_minor) },
+            })
+          return made
+        })
+        issued += rows.length
+        if (rows.length === 0) break
+      }
+      return { period: target, issued }
+    },
+    async listInvoices(actor, page) {
+      const { rows, total } = await listInvoices(sql, actor.tenantId, page)
+      return { data: rows.map(invoiceView), total }
+    },
+    async markPaid(invoiceId, by) {
+      if (!isUuid(invoiceId)) throw notFound('invoice_not_found', 'Invoice')
+      return (await pay(invoiceId, by))!
+    },
+    async paymentWebhook(provider, rawBody, headers) {
+      const webhook = deps.webhooks?.find((w) => w.provider === provider)
+      if (!webhook)
+        throw new AppError(
+          404,
+          'payment_provider_not_configured',
+          `No webhook secret is configured for ${provider}`,
+        )
+      const event = webhook.verify(rawBody, headers, clock.now())
+      // Other event types are acknowledged (the provider stops retrying) and ignored.
+      if (event.type !== 'invoice.paid' || !event.invoiceId || !isUuid(event.invoiceId))
+        return { received: true, handled: false }
+      try {
+        const paid = await pay(event.invoiceId, `${provider}:${event.id}`, { provider, id: event.id })
+        return { received: true, handled: paid !== undefined }
+      } catch (err) {
+        // Paid already (by the CLI), or not ours: acknowledged, so the provider stops retrying.
+        if (err instanceof AppError && (err.code === 'invoice_not_open' || err.code === 'invoice_not_found'))
+          return { received: true, handled: false }
+        throw err
+      }
+    },
+    onInvoicePaid(listener) {
+      paidListeners.push(listener)
     },
     async foldUsage() {
       let folded = 0

@@ -50,6 +50,9 @@ Commands:
   rotate-id-signing-key                          New version of the key that signs ID and access tokens
   set-plan --tenant ID --plan PLAN               Move a tenant to another billing plan (free, pro, enterprise
                                                  by default; see docs/billing.md)
+  issue-invoices [--period YYYY-MM]              Issue the invoices of a month that has ended (default: last
+                                                 month); invoices that exist are left as they are
+  mark-invoice-paid --id INVOICE_ID              Mark an open invoice paid
 
 Scopes: ${SCOPES.join(', ')}
 Roles: ${TENANT_ROLES.join(', ')}`
@@ -190,6 +193,7 @@ export async function runCli(argv: string[]): Promise<void> {
       role: { type: 'string' },
       'reset-totp': { type: 'boolean', default: false },
       plan: { type: 'string' },
+      period: { type: 'string' },
     },
     strict: true,
   })
@@ -294,6 +298,18 @@ export async function runCli(argv: string[]): Promise<void> {
         if (!(await tenants.get(tenantId))) throw new Error(`no tenant ${tenantId}`)
         print(await billing.changePlan(cliActor(tenantId), plan))
       })
+      return
+    }
+    case 'issue-invoices': {
+      const period = values.period
+      if (period !== undefined && !/^[0-9]{4}-(0[1-9]|1[0-2])$/.test(period))
+        throw new UsageError('--period must be a month as YYYY-MM')
+      await withServices(config, logger, async ({ billing }) => print(await billing.issueInvoices(period)))
+      return
+    }
+    case 'mark-invoice-paid': {
+      const id = requiredId(values, 'id')
+      await withServices(config, logger, async ({ billing }) => print(await billing.markPaid(id, 'cli')))
       return
     }
     case 'rotate-id-signing-key':

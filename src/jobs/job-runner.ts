@@ -64,7 +64,7 @@ export interface JobDeps {
   /** The e-mail telling an end-user of the decision on their access request. */
   accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
   /** The usage meter's rows, folded (lifecycle sweep). */
-  billing: Pick<BillingService, 'foldUsage'>
+  billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -146,10 +146,13 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         const destroyed = await deps.keys.destroyDue(sweepId)
         const purgedSecrets = await deps.secrets.purgeDue(sweepId)
         const foldedUsage = await deps.billing.foldUsage()
+        // Last month's invoices: issued once per tenant (the unique key), whichever sweep gets there.
+        const invoices = await deps.billing.issueInvoices()
+        if (invoices.issued > 0) logger.info(invoices, 'invoices issued')
         if (expired > 0 || destroyed > 0 || purgedSecrets > 0) {
           logger.info({ expired, destroyed, purgedSecrets }, 'lifecycle sweep')
         }
-        return { expired, destroyed, purgedSecrets, foldedUsage }
+        return { expired, destroyed, purgedSecrets, foldedUsage, invoicesIssued: invoices.issued }
       }
       if (job.name === 'identity-sweep') {
         const swept = { ...(await deps.identity.sweep()), samlRows: await deps.federation.sweep() }
