@@ -211,7 +211,12 @@ const ROWS: ScopeRow[] = [
     'policies:read',
   ),
   readRow('audit', ['/audit']),
-  readRow('billing', ['/billing/plans', '/billing/subscription', '/billing/usage']),
+  // PUT /billing/subscription is an owner-session route (403 forbidden to every key), so the
+  // subscription path is probed with GET only.
+  (() => {
+    const row = readRow('billing', ['/billing/plans', '/billing/usage', '/billing/invoices'])
+    return { ...row, grants: [...row.grants, get('/billing/subscription')] }
+  })(),
   readRow('apikeys', ['/api-keys', `/api-keys/${ID}`]),
   writeRow(
     'apikeys',
