@@ -33,6 +33,7 @@ export async function startApiProcess(
   const app = await buildApp({
     ...services,
     version: VERSION,
+    redisPrefix: config.redisPrefix,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),

@@ -15,6 +15,7 @@ import { endUserRoutes } from './endusers/enduser-routes.ts'
 import { samlRoutes } from './federation/saml-routes.ts'
 import { healthRoutes } from './health/health-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
+import { partnerRoutes } from './partners/partner-routes.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
 import { roleRoutes } from './roles/role-routes.ts'
 import { rotationRoutes } from './rotation/rotation-routes.ts'
@@ -38,6 +39,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
       authenticator: deps.authenticator,
       audit: deps.audit,
       ...(deps.bearer ? { bearer: deps.bearer } : {}),
+      partners: deps.partners,
     })
     await api.register(healthRoutes(deps))
     await api.register(tenantRoutes(deps.tenants))
@@ -60,6 +62,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(accessPolicyRoutes(deps.accessPolicies))
     await api.register(samlRoutes(deps.federation))
     await api.register(billingRoutes(deps.billing))
+    await api.register(partnerRoutes(deps.partners, { redis: deps.redis, prefix: deps.redisPrefix }))
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

@@ -52,8 +52,11 @@ export type AppDeps = Pick<
   | 'accessPolicies'
   | 'federation'
   | 'billing'
+  | 'partners'
 > & {
   version: string
+  /** KMS_REDIS_PREFIX: keys the API writes to Redis (the partner rate limit) start with it. */
+  redisPrefix: string
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
   accessLog: boolean
@@ -162,6 +165,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         securitySchemes: {
           ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key' },
           AccessToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          PartnerApiKey: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A partner API key (kmsp_…): /api/v1/partners/* only',
+          },
         },
       },
       security: [{ ApiKey: [] }, { AccessToken: [] }],

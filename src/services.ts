@@ -37,6 +37,7 @@ import { createServiceMetrics, type ServiceMetrics } from './metrics/service-met
 import { createAllowList } from './outbound/allow-list.ts'
 import type { Resolver } from './outbound/destination.ts'
 import { createOutboundClient, type OutboundClient } from './outbound/outbound-client.ts'
+import { createPartnerService, type PartnerService } from './partners/partner-service.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
@@ -90,6 +91,8 @@ export interface Services {
   federation: FederationService
   /** Plans, subscriptions, the usage meter's reports. */
   billing: BillingService
+  /** The partner programme: partners, their keys and codes, referrals and commissions. */
+  partners: PartnerService
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -334,6 +337,7 @@ export async function createServices(
       endUsers: (tenantId) => endusers.count(tenantId),
     },
   })
+  const partners = createPartnerService({ sql, clock, signupBase: () => identity!.oidc.issuer() })
   metrics.watch({
     audit,
     cryptoPool,
@@ -366,6 +370,7 @@ export async function createServices(
     accessPolicies,
     federation,
     billing,
+    partners,
     clock,
     cryptoPool,
     keys,

@@ -317,8 +317,8 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     const missing = await runCli(['set-plan', '--tenant', tenantId], service.env)
     assert.equal(missing.code, 2)
   })
-  async function postWebhook(delivery: { body: string; signature?: string }, provider = 'stripe') {
-    return service.request('POST', `/api/v1/billing/webhooks/${provider}`, {
+  async function postWebhook(delivery: { body: string; signature?: string }) {
+    return service.request('POST', '/api/v1/billing/webhooks/stripe', {
       rawBody: delivery.body,
       headers: {
         'content-type': 'application/json',
@@ -402,8 +402,11 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     assert.equal(audit.data.length, 1)
     assert.equal(audit.data[0].actor, 'system:stripe')
     assert.equal(audit.data[0].details.paidBy, 'stripe:evt_1NQxyz')
-    // Another provider is not configured.
-    assert.equal((await postWebhook(stripeDelivery(event), 'paypal')).status, 400)
+    // A body that is not JSON is refused before anything else.
+    assert.equal(
+      (await postWebhook({ body: '{not json', signature: 't=1,v1=00' })).body.error,
+      'invalid_json',
+    )
   })
 
   test('invoices: the CLI issues and marks paid; a provider event for a paid invoice is acknowledged', async () => {

@@ -156,6 +156,8 @@ interface Operation {
   isPublic: boolean
   /** A role route (`security: [{AccessToken: []}]`): only a signed-in member gets past authorization. */
   memberOnly: boolean
+  /** A partner route (`security: [{PartnerApiKey: []}]`): only a partner's key gets past authorization. */
+  partnerOnly: boolean
 }
 
 function bodyLimitOf(schema: JsonSchema | undefined): number | undefined {
@@ -215,6 +217,7 @@ function discoverOperations(doc: OpenApiDocument): Operation[] {
         mediaTypes: Object.keys(op.requestBody?.content ?? {}),
         isPublic: Array.isArray(security) && security.length === 0,
         memberOnly: JSON.stringify(security) === JSON.stringify([{ AccessToken: [] }]),
+        partnerOnly: JSON.stringify(security) === JSON.stringify([{ PartnerApiKey: [] }]),
       })
     }
   }
@@ -746,6 +749,11 @@ interface Keys {
   full: string
   narrow: string
   revoked: string
+  /**
+   * Partner keys, used in turn as `Authorization: Bearer` instead of the full key on partner
+   * routes: each key may make 100 requests a minute, and the fuzz makes more than that.
+   */
+  partners: string[]
 }
 
 const JSON_CT: Readonly<Record<string, string>> = { 'content-type': 'application/json' }
@@ -921,6 +929,9 @@ class CaseFactory {
     // Role routes refuse API keys: their validation is reached with an owner's access token.
     if (o.keyKind === 'full' && this.isMemberRoute(o.method, o.target))
       headers['authorization'] = `Bearer ${this.keys.member}`
+    // Partner routes take partner keys only.
+    else if (o.keyKind === 'full' && this.isPartnerRoute(o.method, o.target))
+      headers['authorization'] = `Bearer ${this.keys.partners[this.nextId % this.keys.partners.length]}`
     else if (key !== undefined) headers['x-api-key'] = key
     const c: FuzzCase = {
       id: this.nextId++,
@@ -934,6 +945,14 @@ class CaseFactory {
     const expect = this.authExpectation(c) ?? (o.keyKind === 'full' ? o.expectWithFullKey : undefined)
     if (expect) c.expect = expect
     this.cases.push(c)
+  }
+
+  private isPartnerRoute(method: string, target: string): boolean {
+    if (!wellFormedPath(target)) return false
+    const path = new URL(target, 'http://x').pathname
+    return this.ops.some(
+      (op) => op.partnerOnly && op.method === method && routePattern(op.template).test(path),
+    )
   }
 
   private isMemberRoute(method: string, target: string): boolean {
@@ -1773,7 +1792,20 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
         key: doomed.key,
       })
       assert.equal(revoke.status, 200, `could not revoke a key for the fuzz: ${revoke.text}`)
-      keys = { member: owner.accessToken, full: admin.key, narrow: narrow.key, revoked: doomed.key }
+      const partner = await svc.api.services.partners.createPartner(
+        { name: 'Fuzz partner', email: 'fuzz@example.com' },
+        'test',
+      )
+      const partnerKeys: string[] = []
+      for (let i = 0; i < 100; i++)
+        partnerKeys.push((await svc.api.services.partners.createKey(partner.id, `fuzz ${i}`, 'test')).key)
+      keys = {
+        member: owner.accessToken,
+        full: admin.key,
+        narrow: narrow.key,
+        revoked: doomed.key,
+        partners: partnerKeys,
+      }
 
       const docResponse = await svc.request('GET', `${API}/openapi.json`)
       assert.equal(docResponse.status, 200, 'the OpenAPI document is served without a key')

@@ -19,6 +19,11 @@ export type Access =
    * (spec section 5.3): `403 forbidden`.
    */
   | { readonly kind: 'role'; readonly callers: readonly ['member']; readonly roles: readonly TenantRole[] }
+  /**
+   * A partner's API key (`Authorization: Bearer kmsp_…`) and nothing else: tenants' keys and
+   * members' tokens are 401 here, and partner keys are 401 everywhere else (docs/partners.md).
+   */
+  | { readonly kind: 'partner' }
 
 const MACHINES_AND_PEOPLE: readonly PrincipalKind[] = ['apiKey', 'member']
 
@@ -32,6 +37,8 @@ export const access = {
     callers: MACHINES_AND_PEOPLE,
     anyOf,
   }),
+  /** Partner API keys only (/api/v1/partners/*). */
+  partner: (): Access => ({ kind: 'partner' }),
   /** Team members only, with one of the roles. */
   role: (...roles: readonly [TenantRole, ...TenantRole[]]): Access => ({
     kind: 'role',

@@ -1,15 +1,15 @@
 import { hash, randomInt, timingSafeEqual } from 'node:crypto'
 
 /**
- * API keys look like `kms_<52 base62 characters>` (about 310 bits). The first 12 characters
- * after the prefix find the database row; the whole key is compared by SHA-256 hash in
- * constant time. Only the hash is stored.
+ * Secret keys look like `<prefix><52 base62 characters>` (about 310 bits). The first 12
+ * characters after the prefix find the database row; the whole key is compared by SHA-256 hash
+ * in constant time. Only the hash is stored. Tenants' API keys use `kms_`; partners' `kmsp_`
+ * (src/partners), so neither is ever taken for the other.
  */
 export const API_KEY_PREFIX = 'kms_'
 const BODY_LENGTH = 52
 const LOOKUP_LENGTH = 12
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
-const KEY_PATTERN = new RegExp(`^${API_KEY_PREFIX}[A-Za-z0-9]{${BODY_LENGTH}}$`)
 
 export interface NewApiKey {
   key: string
@@ -17,11 +17,11 @@ export interface NewApiKey {
   secretHash: Buffer
 }
 
-export function generateApiKey(): NewApiKey {
-  let body = ''
-  for (let i = 0; i < BODY_LENGTH; i++) body += ALPHABET[randomInt(ALPHABET.length)]
-  const key = API_KEY_PREFIX + body
-  return { key, lookupId: body.slice(0, LOOKUP_LENGTH), secretHash: hashApiKey(key) }
+export interface SecretKeyFormat {
+  generate(): NewApiKey
+  /** The lookup id of a well-formed key, or undefined: malformed keys never reach the database. */
+  lookupIdOf(presented: string): string | undefined
+  matches(presented: string, storedHash: Buffer): boolean
 }
 
 export function hashApiKey(key: string): Buffer {
@@ -29,13 +29,28 @@ export function hashApiKey(key: string): Buffer {
   return hash('sha256', key, 'buffer')
 }
 
-/** The lookup id of a well-formed key, or undefined: malformed keys never reach the database. */
-export function lookupIdOf(presented: string): string | undefined {
-  if (!KEY_PATTERN.test(presented)) return undefined
-  return presented.slice(API_KEY_PREFIX.length, API_KEY_PREFIX.length + LOOKUP_LENGTH)
+export function secretKeyFormat(prefix: string): SecretKeyFormat {
+  const pattern = new RegExp(`^${prefix}[A-Za-z0-9]{${BODY_LENGTH}}$`)
+  return {
+    generate() {
+      let body = ''
+      for (let i = 0; i < BODY_LENGTH; i++) body += ALPHABET[randomInt(ALPHABET.length)]
+      const key = prefix + body
+      return { key, lookupId: body.slice(0, LOOKUP_LENGTH), secretHash: hashApiKey(key) }
+    },
+    lookupIdOf(presented) {
+      if (!pattern.test(presented)) return undefined
+      return presented.slice(prefix.length, prefix.length + LOOKUP_LENGTH)
+    },
+    matches(presented, storedHash) {
+      const presentedHash = hashApiKey(presented)
+      return presentedHash.length === storedHash.length && timingSafeEqual(presentedHash, storedHash)
+    },
+  }
 }
 
-export function apiKeyMatches(presented: string, storedHash: Buffer): boolean {
-  const hash = hashApiKey(presented)
-  return hash.length === storedHash.length && timingSafeEqual(hash, storedHash)
-}
+const tenantKeys = secretKeyFormat(API_KEY_PREFIX)
+export const generateApiKey = (): NewApiKey => tenantKeys.generate()
+export const lookupIdOf = (presented: string): string | undefined => tenantKeys.lookupIdOf(presented)
+export const apiKeyMatches = (presented: string, storedHash: Buffer): boolean =>
+  tenantKeys.matches(presented, storedHash)

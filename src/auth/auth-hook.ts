@@ -62,10 +62,18 @@ async function authenticate(
   const apiKey = request.headers['x-api-key']
   if (apiKey !== undefined)
     return typeof apiKey === 'string' ? deps.authenticator.authenticate(apiKey) : undefined
+  const token = deps.bearer ? bearerOf(request) : undefined
+  return token ? deps.bearer!.authenticate(token) : undefined
+}
+
+const bearerOf = (request: FastifyRequest): string | undefined => {
   const authorization = request.headers.authorization
-  if (authorization === undefined || !deps.bearer) return undefined
-  const token = BEARER.exec(authorization)?.[1]
-  return token ? deps.bearer.authenticate(token) : undefined
+  return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1]
+}
+
+/** Partner API keys (src/partners): the partner and key a presented key belongs to. */
+export interface PartnerAuthenticator {
+  authenticate(presented: string): Promise<{ partnerId: string; keyId: string } | undefined>
 }
 
 /**
@@ -75,9 +83,16 @@ async function authenticate(
  */
 export function registerAuthentication(
   app: FastifyInstance,
-  deps: { authenticator: Authenticator; bearer?: BearerAuthenticator; audit: AuditLog },
+  deps: {
+    authenticator: Authenticator
+    bearer?: BearerAuthenticator
+    audit: AuditLog
+    /** Partner API keys, for routes of access kind `partner`. */
+    partners?: PartnerAuthenticator
+  },
 ): void {
   app.decorateRequest('principal', null)
+  app.decorateRequest('partner', null)
   const credentials = { authenticator: deps.authenticator, bearer: deps.bearer }
 
   app.addHook('onRoute', (route) => {
@@ -99,6 +114,14 @@ export function registerAuthentication(
   app.addHook('onRequest', async (request) => {
     const access = accessOfRequest(request)
     if (access === undefined || access.kind === 'public') return
+    if (access.kind === 'partner') {
+      // Only a partner key: an X-Api-Key (a tenant's) or any other Bearer credential is 401.
+      const token = request.headers['x-api-key'] === undefined ? bearerOf(request) : undefined
+      const partner = token && deps.partners ? await deps.partners.authenticate(token) : undefined
+      if (!partner) throw unauthorized()
+      request.partner = partner
+      return
+    }
 
     const principal = await authenticate(request, credentials)
     if (!principal) throw unauthorized()

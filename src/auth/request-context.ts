@@ -6,6 +6,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the authentication hook on every non-public /api/v1 request. */
     principal: Principal | null
+    /** Set instead on partner routes (access kind `partner`): which partner, through which key. */
+    partner: { partnerId: string; keyId: string } | null
   }
 }
 

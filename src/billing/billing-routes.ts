@@ -94,10 +94,20 @@ export function billingRoutes(billing: BillingService): FastifyPluginAsyncTypebo
       raw.addContentTypeParser(
         'application/json',
         { parseAs: 'string', bodyLimit: WEBHOOK_BODY_LIMIT },
-        (_request, body, done) => done(null, body),
+        (_request, body, done) => {
+          // The signature is over the raw text, which is what the route gets; a body that is not
+          // JSON at all is refused here like anywhere in the API (400 invalid_json).
+          try {
+            JSON.parse(body as string)
+          } catch (err) {
+            done(err as SyntaxError, undefined)
+            return
+          }
+          done(null, body)
+        },
       )
       raw.post(
-        '/billing/webhooks/:provider',
+        '/billing/webhooks/stripe',
         {
           config: { access: access.public() },
           bodyLimit: WEBHOOK_BODY_LIMIT,
@@ -105,21 +115,12 @@ export function billingRoutes(billing: BillingService): FastifyPluginAsyncTypebo
             tags: TAGS,
             summary:
               'A payment provider’s signed webhook (Stripe: Stripe-Signature; invoice.paid marks an invoice paid)',
-            operationId: 'paymentWebhook',
+            operationId: 'stripeWebhook',
             security: [],
-            params: Type.Object(
-              { provider: Type.String({ enum: ['stripe'], description: 'The provider' }) },
-              { additionalProperties: false },
-            ),
             response: { 200: WebhookAnswerSchema, ...errorResponses(400, 404) },
           },
         },
-        async (request) =>
-          billing.paymentWebhook(
-            (request.params as { provider: string }).provider,
-            String(request.body ?? ''),
-            request.headers,
-          ),
+        async (request) => billing.paymentWebhook('stripe', String(request.body ?? ''), request.headers),
       )
     })
   }

@@ -53,6 +53,8 @@ Commands:
   issue-invoices [--period YYYY-MM]              Issue the invoices of a month that has ended (default: last
                                                  month); invoices that exist are left as they are
   mark-invoice-paid --id INVOICE_ID              Mark an open invoice paid
+  create-partner --name NAME --email EMAIL       Create a partner of the partner programme
+  create-partner-key --partner ID --name NAME    A partner API key (kmsp_…), printed once
 
 Scopes: ${SCOPES.join(', ')}
 Roles: ${TENANT_ROLES.join(', ')}`
@@ -194,6 +196,7 @@ export async function runCli(argv: string[]): Promise<void> {
       'reset-totp': { type: 'boolean', default: false },
       plan: { type: 'string' },
       period: { type: 'string' },
+      partner: { type: 'string' },
     },
     strict: true,
   })
@@ -310,6 +313,22 @@ export async function runCli(argv: string[]): Promise<void> {
     case 'mark-invoice-paid': {
       const id = requiredId(values, 'id')
       await withServices(config, logger, async ({ billing }) => print(await billing.markPaid(id, 'cli')))
+      return
+    }
+    case 'create-partner': {
+      const name = required(values, 'name')
+      const email = required(values, 'email')
+      await withServices(config, logger, async ({ partners }) =>
+        print(await partners.createPartner({ name, email }, 'cli')),
+      )
+      return
+    }
+    case 'create-partner-key': {
+      const partnerId = requiredId(values, 'partner')
+      const name = required(values, 'name')
+      await withServices(config, logger, async ({ partners }) =>
+        print({ partnerId, ...(await partners.createKey(partnerId, name, 'cli')) }),
+      )
       return
     }
     case 'rotate-id-signing-key':

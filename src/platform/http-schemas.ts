@@ -24,6 +24,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   409: 'Conflict with the current state',
   413: 'Body too large (payload_too_large)',
   415: 'Content-Type is not one the route takes (unsupported_media_type)',
+  429: 'Too many requests (rate_limited); Retry-After says when to try again',
   503: 'A dependency needed to perform and audit the operation is unavailable',
 }
 

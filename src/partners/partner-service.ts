@@ -1,0 +1,198 @@
+import { randomInt, randomUUID } from 'node:crypto'
+import type { Clock } from '../platform/clock.ts'
+import type { Sql } from '../platform/database.ts'
+import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { partnerKeys } from './partner-key-format.ts'
+import {
+  commissionsOf,
+  findCode,
+  findPartnerKey,
+  getPartner,
+  insertCode,
+  insertPartner,
+  insertPartnerKey,
+  insertReferral,
+  listReferrals,
+  type PartnerRow,
+} from './partner-store.ts'
+
+/** A partner API key's caller: which partner, through which key (the rate limit's unit). */
+export interface PartnerCaller {
+  partnerId: string
+  keyId: string
+}
+
+export interface PartnerView {
+  id: string
+  name: string
+  email: string
+  status: PartnerRow['status']
+  createdAt: string
+}
+
+export interface ReferralView {
+  id: string
+  tenantId: string
+  status: 'active' | 'converted' | 'churned'
+  createdAt: string
+}
+
+export interface CommissionView {
+  referralId: string
+  /** Major units, two decimals (summed exactly in minor units). */
+  amount: number
+  currency: string
+  status: 'calculated' | 'paid'
+  period: string
+}
+
+const PERIOD = /^[0-9]{4}-(0[1-9]|1[0-2])$/
+const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
+const CODE_LENGTH = 10
+
+export interface PartnerService {
+  /** The operator's CLI. */
+  createPartner(input: { name: string; email: string }, by: string): Promise<PartnerView>
+  /** The operator's CLI: the key is shown once; only its hash is kept. */
+  createKey(partnerId: string, name: string, by: string): Promise<{ id: string; key: string }>
+  /** `Authorization: Bearer kmsp_…` on /api/v1/partners/*: undefined for anything else. */
+  authenticate(presented: string): Promise<PartnerCaller | undefined>
+  createCode(caller: PartnerCaller, label: string): Promise<{ code: string; url: string; createdAt: string }>
+  referrals(
+    caller: PartnerCaller,
+    page: { limit: number; offset: number },
+  ): Promise<{ data: ReferralView[]; total: number }>
+  /** 400 naming `period` when it is not YYYY-MM. */
+  commissions(caller: PartnerCaller, period: string): Promise<{ data: CommissionView[]; totalAmount: number }>
+  /** Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral; false for an unknown code. */
+  attribute(tenantId: string, code: string): Promise<boolean>
+}
+
+/**
+ * The partner programme (docs/partners.md). Partners are not tenants: they have their own keys
+ * (`kmsp_`), their own routes, and see only their own referrals, commissions and codes.
+ */
+export function createPartnerService(deps: {
+  sql: Sql
+  clock: Clock
+  /** Where sign-up lives: a code's URL is `<signupBase>/signup?ref=<code>`. */
+  signupBase: () => string
+}): PartnerService {
+  const { sql, clock } = deps
+  const newCode = () => {
+    let code = ''
+    for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]
+    return code
+  }
+  return {
+    async createPartner(input, by) {
+      const name = input.name.trim()
+      const email = input.email.trim()
+      if (!name || name.length > 200) throw invalidField('name', 'must be 1 to 200 characters')
+      if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254)
+        throw invalidField('email', 'must be an e-mail address')
+      const row = await insertPartner(sql, {
+        id: randomUUID(),
+        name,
+        email,
+        status: 'active',
+        created_at: clock.now(),
+        created_by: by,
+      })
+      return {
+        id: row.id,
+        name: row.name,
+        email: row.email,
+        status: row.status,
+        createdAt: row.created_at.toISOString(),
+      }
+    },
+    async createKey(partnerId, name, by) {
+      if (!(await getPartner(sql, partnerId))) throw notFound('partner_not_found', 'Partner')
+      if (!name.trim() || name.length > 100) throw invalidField('name', 'must be 1 to 100 characters')
+      const generated = partnerKeys.generate()
+      const id = randomUUID()
+      await insertPartnerKey(sql, {
+        id,
+        partner_id: partnerId,
+        name: name.trim(),
+        lookup_id: generated.lookupId,
+        secret_hash: generated.secretHash,
+        created_at: clock.now(),
+        created_by: by,
+      })
+      return { id, key: generated.key }
+    },
+    async authenticate(presented) {
+      const lookupId = partnerKeys.lookupIdOf(presented)
+      if (!lookupId) return undefined
+      const row = await findPartnerKey(sql, lookupId)
+      if (row?.partner_status !== 'active' || !partnerKeys.matches(presented, row.secret_hash))
+        return undefined
+      return { partnerId: row.partner_id, keyId: row.id }
+    },
+    async createCode(caller, label) {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        try {
+          const row = await insertCode(sql, {
+            code: newCode(),
+            partner_id: caller.partnerId,
+            label,
+            created_at: clock.now(),
+          })
+          return {
+            code: row.code,
+            url: `${deps.signupBase()}/signup?ref=${row.code}`,
+            createdAt: row.created_at.toISOString(),
+          }
+        } catch (err) {
+          if (!isUniqueViolation(err)) throw err
+        }
+      }
+      throw new AppError(503, 'code_unavailable', 'No free referral code was found; try again')
+    },
+    async referrals(caller, page) {
+      const { rows, total } = await listReferrals(sql, caller.partnerId, page)
+      return {
+        data: rows.map((row) => ({
+          id: row.id,
+          tenantId: row.tenant_id,
+          status: row.status,
+          createdAt: row.created_at.toISOString(),
+        })),
+        total,
+      }
+    },
+    async commissions(caller, period) {
+      if (!PERIOD.test(period))
+        throw invalidField('querystring/period', 'must be a month as YYYY-MM (01 to 12)')
+      const rows = await commissionsOf(sql, caller.partnerId, period)
+      let total = 0n
+      const data = rows.map((row) => {
+        const minor = BigInt(row.amount_minor)
+        total += minor
+        return {
+          referralId: row.referral_id,
+          amount: Number(minor) / 100,
+          currency: row.currency,
+          status: row.status,
+          period: row.period,
+        }
+      })
+      return { data, totalAmount: Number(total) / 100 }
+    },
+    async attribute(tenantId, code) {
+      const found = await findCode(sql, code.trim().toUpperCase())
+      if (!found) return false
+      await insertReferral(sql, {
+        id: randomUUID(),
+        partner_id: found.partner_id,
+        tenant_id: tenantId,
+        code: found.code,
+        status: 'active',
+        created_at: clock.now(),
+      })
+      return true
+    },
+  }
+}

@@ -1,0 +1,133 @@
+import type { Queryable } from '../platform/database.ts'
+
+/**
+ * partners, partner_api_keys, referral_codes, referrals and commissions (migration 0018). Only the
+ * partners module touches them.
+ */
+export interface PartnerRow {
+  id: string
+  name: string
+  email: string
+  status: 'active' | 'suspended'
+  created_at: Date
+  created_by: string
+}
+
+export interface PartnerKeyRow {
+  id: string
+  partner_id: string
+  name: string
+  lookup_id: string
+  secret_hash: Buffer
+  created_at: Date
+  created_by: string
+  revoked_at: Date | null
+}
+
+export interface ReferralCodeRow {
+  code: string
+  partner_id: string
+  label: string
+  created_at: Date
+}
+
+export interface ReferralRow {
+  id: string
+  partner_id: string
+  tenant_id: string
+  code: string
+  status: 'active' | 'converted' | 'churned'
+  created_at: Date
+  converted_at: Date | null
+}
+
+export interface CommissionRow {
+  id: string
+  partner_id: string
+  referral_id: string
+  period: string
+  amount_minor: string
+  currency: string
+  status: 'calculated' | 'paid'
+  calculated_at: Date
+  paid_at: Date | null
+}
+
+export async function insertPartner(db: Queryable, row: PartnerRow): Promise<PartnerRow> {
+  const [created] = await db<PartnerRow[]>`
+    INSERT INTO partners (id, name, email, status, created_at, created_by)
+    VALUES (${row.id}, ${row.name}, ${row.email}, ${row.status}, ${row.created_at}, ${row.created_by})
+    RETURNING *`
+  return created!
+}
+
+export async function getPartner(db: Queryable, id: string): Promise<PartnerRow | undefined> {
+  const [row] = await db<PartnerRow[]>`SELECT * FROM partners WHERE id = ${id}`
+  return row
+}
+
+export async function insertPartnerKey(db: Queryable, row: Omit<PartnerKeyRow, 'revoked_at'>): Promise<void> {
+  await db`
+    INSERT INTO partner_api_keys (id, partner_id, name, lookup_id, secret_hash, created_at, created_by)
+    VALUES (${row.id}, ${row.partner_id}, ${row.name}, ${row.lookup_id}, ${row.secret_hash}, ${row.created_at},
+      ${row.created_by})`
+}
+
+/** A live key of an active partner, by its lookup id. */
+export async function findPartnerKey(
+  db: Queryable,
+  lookupId: string,
+): Promise<(PartnerKeyRow & { partner_status: PartnerRow['status'] }) | undefined> {
+  const [row] = await db<(PartnerKeyRow & { partner_status: PartnerRow['status'] })[]>`
+    SELECT k.*, p.status AS partner_status FROM partner_api_keys k JOIN partners p ON p.id = k.partner_id
+    WHERE k.lookup_id = ${lookupId} AND k.revoked_at IS NULL`
+  return row
+}
+
+export async function insertCode(db: Queryable, row: ReferralCodeRow): Promise<ReferralCodeRow> {
+  const [created] = await db<ReferralCodeRow[]>`
+    INSERT INTO referral_codes (code, partner_id, label, created_at)
+    VALUES (${row.code}, ${row.partner_id}, ${row.label}, ${row.created_at})
+    RETURNING *`
+  return created!
+}
+
+export async function findCode(db: Queryable, code: string): Promise<ReferralCodeRow | undefined> {
+  const [row] = await db<ReferralCodeRow[]>`SELECT * FROM referral_codes WHERE code = ${code}`
+  return row
+}
+
+export async function listReferrals(
+  db: Queryable,
+  partnerId: string,
+  page: { limit: number; offset: number },
+): Promise<{ rows: ReferralRow[]; total: number }> {
+  const rows = await db<ReferralRow[]>`
+    SELECT * FROM referrals WHERE partner_id = ${partnerId}
+    ORDER BY created_at DESC, id LIMIT ${page.limit} OFFSET ${page.offset}`
+  const [counted] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM referrals WHERE partner_id = ${partnerId}`
+  return { rows, total: counted!.total }
+}
+
+export async function insertReferral(
+  db: Queryable,
+  row: Omit<ReferralRow, 'converted_at'>,
+): Promise<ReferralRow> {
+  const [created] = await db<ReferralRow[]>`
+    INSERT INTO referrals (id, partner_id, tenant_id, code, status, created_at)
+    VALUES (${row.id}, ${row.partner_id}, ${row.tenant_id}, ${row.code}, ${row.status}, ${row.created_at})
+    RETURNING *`
+  return created!
+}
+
+export async function commissionsOf(
+  db: Queryable,
+  partnerId: string,
+  period: string,
+): Promise<CommissionRow[]> {
+  return db<CommissionRow[]>`
+    SELECT id, partner_id, referral_id, period, amount_minor::text, currency, status, calculated_at, paid_at
+    FROM commissions WHERE partner_id = ${partnerId} AND period = ${period}
+    ORDER BY calculated_at, id`
+}
