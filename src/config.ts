@@ -54,6 +54,8 @@ export interface Config {
   sms: SmsSettings
   /** Stripe's webhook endpoint secret (`whsec_…`): absent, the payment webhook answers 404. */
   stripeWebhookSecret: string | undefined
+  /** Partners' commission on their referrals' paid invoices, in basis points (2000 = 20%). */
+  partnerCommissionBasisPoints: number
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -286,6 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mail: mailConfig(env),
     sms: smsConfig(env),
     stripeWebhookSecret: env['KMS_STRIPE_WEBHOOK_SECRET'] || undefined,
+    partnerCommissionBasisPoints: integer(env, 'KMS_PARTNER_COMMISSION_BPS', 2000, 0, 10_000),
   }
 }
 

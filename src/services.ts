@@ -337,7 +337,17 @@ export async function createServices(
       endUsers: (tenantId) => endusers.count(tenantId),
     },
   })
-  const partners = createPartnerService({ sql, clock, signupBase: () => identity!.oidc.issuer() })
+  const partners = createPartnerService({
+    sql,
+    clock,
+    signupBase: () => identity!.oidc.issuer(),
+    commissionBasisPoints: config.partnerCommissionBasisPoints,
+    invoices: billing,
+  })
+  // A referred tenant's first paid invoice converts its referral.
+  billing.onInvoicePaid(async ({ tenantId, first }) => {
+    if (first) await partners.convert(tenantId)
+  })
   metrics.watch({
     audit,
     cryptoPool,

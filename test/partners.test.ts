@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
+import { commissionOf } from '../src/partners/partner-service.ts'
+import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import {
   httpRequest,
   runCli,
@@ -11,13 +14,19 @@ import {
 import { consoleClient, memberSession } from './helpers/sign-in.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
+const WEBHOOK_SECRET = 'whsec_partners_test'
 
 describe('partner API: partner keys only, isolation, and a rate limit shared by every process', () => {
   let a: TestService
   let b: SpawnedService
+  let clock: ManualClock
 
   before(async () => {
-    a = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT })
+    clock = manualClock()
+    a = await startTestService(
+      { KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT, KMS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET },
+      { clock },
+    )
     // A second API process of the same deployment (database, Redis and its prefix).
     b = await spawnService({ ...a.env, ID_URL: a.baseUrl })
   })
@@ -174,5 +183,95 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     assert.equal(unknown.code, 1)
     const badEmail = await runCli(['create-partner', '--name', 'X', '--email', 'not-an-address'], a.env)
     assert.equal(badEmail.code, 1)
+  })
+  test('commission arithmetic: amount × rate in integers, rounded half up', () => {
+    assert.equal(commissionOf(4900n, 2000), 980n)
+    assert.equal(commissionOf(49900n, 2000), 9980n)
+    assert.equal(commissionOf(1n, 2000), 0n)
+    assert.equal(commissionOf(3n, 2000), 1n)
+    assert.equal(commissionOf(25n, 2000), 5n)
+    assert.equal(commissionOf(4999n, 1234), 617n)
+    assert.equal(commissionOf(10n ** 15n, 2000), 2n * 10n ** 14n)
+  })
+
+  test('money: the referred tenant pays, the referral converts, the commission is calculated once and paid out', async () => {
+    const partner = await partnerWithKey()
+    const other = await partnerWithKey()
+    const code = (
+      await a.request('POST', '/api/v1/partners/codes', { headers: partner.headers, body: { label: 'Q1' } })
+    ).body.code as string
+    const billing = a.api.services.billing
+    const partners = a.api.services.partners
+    try {
+      clock.set(new Date('2031-01-15T10:00:00Z'))
+      const tenant = await a.createTenant()
+      assert.equal(await partners.attribute(tenant.tenantId, code), true)
+      const cli = { tenantId: tenant.tenantId, actor: 'cli', requestId: null, clientIp: null }
+      await billing.changePlan(cli, 'pro')
+      // February 1st: January's invoice, paid through Stripe's webhook on the 3rd.
+      clock.set(new Date('2031-02-01T00:05:00Z'))
+      await billing.issueInvoices()
+      const [invoice] = (await billing.listInvoices(cli, { limit: 10, offset: 0 })).data
+      assert.equal(invoice?.amountMinor, 4900)
+      clock.set(new Date('2031-02-03T12:00:00Z'))
+      const body = JSON.stringify({
+        id: 'evt_partner_flow',
+        type: 'invoice.paid',
+        data: { object: { metadata: { kms_invoice_id: invoice!.id } } },
+      })
+      const t = Math.floor(clock.now().getTime() / 1000)
+      const v1 = createHmac('sha256', WEBHOOK_SECRET).update(`${t}.${body}`).digest('hex')
+      const paid = await a.request('POST', '/api/v1/billing/webhooks/stripe', {
+        rawBody: body,
+        headers: { 'content-type': 'application/json', 'stripe-signature': `t=${t},v1=${v1}` },
+      })
+      assert.deepEqual(paid.body, { received: true, handled: true })
+      const referrals = await a.request('GET', '/api/v1/partners/referrals', { headers: partner.headers })
+      const referral = referrals.body.data.find((r: { tenantId: string }) => r.tenantId === tenant.tenantId)
+      assert.equal(referral.status, 'converted')
+
+      // March 1st: February's commissions (the month the invoice was paid), twice.
+      clock.set(new Date('2031-03-01T01:00:00Z'))
+      await assert.rejects(partners.calculateCommissions('2031-03'), /must be a month that has ended/)
+      assert.deepEqual(await partners.calculateCommissions(), { period: '2031-02', calculated: 1 })
+      assert.deepEqual(await partners.calculateCommissions('2031-02'), { period: '2031-02', calculated: 0 })
+      const [rows] = await a.sql<{ count: number }[]>`
+        SELECT count(*)::int AS count FROM commissions WHERE referral_id = ${referral.id}`
+      assert.equal(rows!.count, 1)
+      const commissions = await a.request('GET', '/api/v1/partners/commissions?period=2031-02', {
+        headers: partner.headers,
+      })
+      assert.deepEqual(commissions.body, {
+        data: [
+          { referralId: referral.id, amount: 9.8, currency: 'EUR', status: 'calculated', period: '2031-02' },
+        ],
+        totalAmount: 9.8,
+      })
+      const theirs = await a.request('GET', '/api/v1/partners/commissions?period=2031-02', {
+        headers: other.headers,
+      })
+      assert.deepEqual(theirs.body, { data: [], totalAmount: 0 })
+
+      // The operator pays February out, once.
+      const payout = await partners.recordPayout(partner.id, '2031-02', 'cli')
+      assert.deepEqual(payout, {
+        partnerId: partner.id,
+        period: '2031-02',
+        amount: 9.8,
+        amountMinor: 980,
+        currency: 'EUR',
+        commissions: 1,
+      })
+      await assert.rejects(partners.recordPayout(partner.id, '2031-02', 'cli'), (err: { code?: string }) => {
+        assert.equal(err.code, 'nothing_to_pay')
+        return true
+      })
+      const after = await a.request('GET', '/api/v1/partners/commissions?period=2031-02', {
+        headers: partner.headers,
+      })
+      assert.equal(after.body.data[0].status, 'paid')
+    } finally {
+      clock.set(new Date())
+    }
   })
 })

@@ -17,6 +17,7 @@ import {
   lockSubscription,
   markInvoicePaid,
   type PlanRow,
+  paidBetween,
   paidInvoicesOf,
   recordPaymentEvent,
   setPlan,
@@ -131,6 +132,8 @@ export interface BillingService {
     rawBody: string,
     headers: Record<string, string | string[] | undefined>,
   ): Promise<{ received: true; handled: boolean }>
+  /** Invoices paid within the month (the partner programme's commission base), per tenant. */
+  paidIn(period: string): Promise<Array<{ tenantId: string; amountMinor: bigint; currency: string }>>
   /** Subscribes to paid invoices (after commit). */
   onInvoicePaid(listener: (event: InvoicePaid) => Promise<void>): void
 }
@@ -214,8 +217,12 @@ export function createBillingService(deps: {
     })
     if (outcome.duplicate) return undefined
     const view = invoiceView(outcome.paid)
+    // The payment is committed whatever a listener does; the partner programme's monthly job
+    // also converts, so a listener that failed here loses nothing.
     for (const listener of paidListeners)
-      await listener({ tenantId: outcome.paid.tenant_id, invoice: view, first: outcome.first })
+      await listener({ tenantId: outcome.paid.tenant_id, invoice: view, first: outcome.first }).catch(
+        () => {},
+      )
     return view
   }
 
@@ -333,6 +340,14 @@ export function createBillingService(deps: {
           return { received: true, handled: false }
         throw err
       }
+    },
+    async paidIn(period) {
+      const start = parsePeriod(period, 'period')
+      return (await paidBetween(sql, start, nextMonth(start))).map((row) => ({
+        tenantId: row.tenant_id,
+        amountMinor: BigInt(row.amount_minor),
+        currency: row.currency,
+      }))
     },
     onInvoicePaid(listener) {
       paidListeners.push(listener)

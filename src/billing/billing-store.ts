@@ -189,3 +189,15 @@ export async function recordPaymentEvent(db: Queryable, provider: string, eventI
     ON CONFLICT DO NOTHING RETURNING event_id`
   return rows.length > 0
 }
+
+/** Invoices paid within [from, to): the partner programme's commission base. */
+export async function paidBetween(
+  db: Queryable,
+  from: Date,
+  to: Date,
+): Promise<Array<{ tenant_id: string; amount_minor: string; currency: string }>> {
+  return db<Array<{ tenant_id: string; amount_minor: string; currency: string }>>`
+    SELECT tenant_id, amount_minor::text, currency FROM invoices
+    WHERE status = 'paid' AND paid_at >= ${from} AND paid_at < ${to}
+    ORDER BY tenant_id, period`
+}

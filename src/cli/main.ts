@@ -55,6 +55,9 @@ Commands:
   mark-invoice-paid --id INVOICE_ID              Mark an open invoice paid
   create-partner --name NAME --email EMAIL       Create a partner of the partner programme
   create-partner-key --partner ID --name NAME    A partner API key (kmsp_…), printed once
+  calculate-commissions [--period YYYY-MM]       Partners' commissions of a month that has ended (default:
+                                                 last month), once per referral
+  record-payout --partner ID --period YYYY-MM    Mark a partner's commissions of a month paid
 
 Scopes: ${SCOPES.join(', ')}
 Roles: ${TENANT_ROLES.join(', ')}`
@@ -328,6 +331,25 @@ export async function runCli(argv: string[]): Promise<void> {
       const name = required(values, 'name')
       await withServices(config, logger, async ({ partners }) =>
         print({ partnerId, ...(await partners.createKey(partnerId, name, 'cli')) }),
+      )
+      return
+    }
+    case 'calculate-commissions': {
+      const period = values.period
+      if (period !== undefined && !/^[0-9]{4}-(0[1-9]|1[0-2])$/.test(period))
+        throw new UsageError('--period must be a month as YYYY-MM')
+      await withServices(config, logger, async ({ partners }) =>
+        print(await partners.calculateCommissions(period)),
+      )
+      return
+    }
+    case 'record-payout': {
+      const partnerId = requiredId(values, 'partner')
+      const period = required(values, 'period')
+      if (!/^[0-9]{4}-(0[1-9]|1[0-2])$/.test(period))
+        throw new UsageError('--period must be a month as YYYY-MM')
+      await withServices(config, logger, async ({ partners }) =>
+        print(await partners.recordPayout(partnerId, period, 'cli')),
       )
       return
     }

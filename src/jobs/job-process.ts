@@ -24,6 +24,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     accessPolicies: services.accessPolicies,
     federation: services.federation,
     billing: services.billing,
+    partners: services.partners,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

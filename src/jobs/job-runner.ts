@@ -19,6 +19,7 @@ import {
   ONE_TIME_CODE_JOB,
   type OneTimeCodeJob,
 } from '../mail/mail-queue.ts'
+import type { PartnerService } from '../partners/partner-service.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
 import type { TeamService } from '../team/team-service.ts'
@@ -65,6 +66,8 @@ export interface JobDeps {
   accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
   /** The usage meter's rows, folded (lifecycle sweep). */
   billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>
+  /** Last month's partner commissions, once per referral (lifecycle sweep). */
+  partners: Pick<PartnerService, 'calculateCommissions'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -149,10 +152,19 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         // Last month's invoices: issued once per tenant (the unique key), whichever sweep gets there.
         const invoices = await deps.billing.issueInvoices()
         if (invoices.issued > 0) logger.info(invoices, 'invoices issued')
+        const commissions = await deps.partners.calculateCommissions()
+        if (commissions.calculated > 0) logger.info(commissions, 'commissions calculated')
         if (expired > 0 || destroyed > 0 || purgedSecrets > 0) {
           logger.info({ expired, destroyed, purgedSecrets }, 'lifecycle sweep')
         }
-        return { expired, destroyed, purgedSecrets, foldedUsage, invoicesIssued: invoices.issued }
+        return {
+          expired,
+          destroyed,
+          purgedSecrets,
+          foldedUsage,
+          invoicesIssued: invoices.issued,
+          commissions: commissions.calculated,
+        }
       }
       if (job.name === 'identity-sweep') {
         const swept = { ...(await deps.identity.sweep()), samlRows: await deps.federation.sweep() }

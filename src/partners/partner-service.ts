@@ -5,15 +5,19 @@ import { AppError, invalidField, isUniqueViolation, notFound } from '../platform
 import { partnerKeys } from './partner-key-format.ts'
 import {
   commissionsOf,
+  convertedReferrals,
+  convertReferral,
   findCode,
   findPartnerKey,
   getPartner,
   insertCode,
+  insertCommission,
   insertPartner,
   insertPartnerKey,
   insertReferral,
   listReferrals,
   type PartnerRow,
+  recordPayout,
 } from './partner-store.ts'
 
 /** A partner API key's caller: which partner, through which key (the rate limit's unit). */
@@ -66,7 +70,36 @@ export interface PartnerService {
   commissions(caller: PartnerCaller, period: string): Promise<{ data: CommissionView[]; totalAmount: number }>
   /** Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral; false for an unknown code. */
   attribute(tenantId: string, code: string): Promise<boolean>
+  /** The tenant's first invoice is paid: its referral (if any, and active) is converted. */
+  convert(tenantId: string): Promise<boolean>
+  /**
+   * The monthly job (and the CLI): each converted referral's commission for `period` (default:
+   * last month), from its tenant's invoices paid in that month at the configured rate; exactly
+   * once per referral and month, however often or wherever it runs.
+   */
+  calculateCommissions(period?: string): Promise<{ period: string; calculated: number }>
+  /** The operator: a partner's calculated commissions of a month are paid, and the payout recorded. */
+  recordPayout(
+    partnerId: string,
+    period: string,
+    by: string,
+  ): Promise<{
+    partnerId: string
+    period: string
+    amount: number
+    amountMinor: number
+    currency: string
+    commissions: number
+  }>
 }
+
+/** Commission in minor units: amount × rate, rounded half up, in integers only. */
+export function commissionOf(amountMinor: bigint, rateBasisPoints: number): bigint {
+  return (amountMinor * BigInt(rateBasisPoints) + 5000n) / 10000n
+}
+
+const monthStart = (period: string) => new Date(`${period}-01T00:00:00Z`)
+const nextMonthOf = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1))
 
 /**
  * The partner programme (docs/partners.md). Partners are not tenants: they have their own keys
@@ -77,6 +110,12 @@ export function createPartnerService(deps: {
   clock: Clock
   /** Where sign-up lives: a code's URL is `<signupBase>/signup?ref=<code>`. */
   signupBase: () => string
+  /** Commission rate in basis points (2000 = 20%). */
+  commissionBasisPoints: number
+  /** Paid invoices of a month (src/billing). */
+  invoices: {
+    paidIn(period: string): Promise<Array<{ tenantId: string; amountMinor: bigint; currency: string }>>
+  }
 }): PartnerService {
   const { sql, clock } = deps
   const newCode = () => {
@@ -180,6 +219,60 @@ export function createPartnerService(deps: {
         }
       })
       return { data, totalAmount: Number(total) / 100 }
+    },
+    async convert(tenantId) {
+      return (await convertReferral(sql, tenantId, clock.now())) !== undefined
+    },
+    async calculateCommissions(period) {
+      const now = clock.now()
+      const target =
+        period ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1)).toISOString().slice(0, 7)
+      if (!PERIOD.test(target)) throw invalidField('period', 'must be a month as YYYY-MM (01 to 12)')
+      const end = nextMonthOf(monthStart(target))
+      if (end > now) throw invalidField('period', 'must be a month that has ended')
+      const paid = await deps.invoices.paidIn(target)
+      // A referral whose tenant paid is converted (the invoice-paid hook normally did it already).
+      for (const tenantId of new Set(paid.map((invoice) => invoice.tenantId)))
+        await convertReferral(sql, tenantId, now)
+      let calculated = 0
+      for (const referral of await convertedReferrals(sql, end)) {
+        const invoices = paid.filter((invoice) => invoice.tenantId === referral.tenant_id)
+        if (invoices.length === 0) continue
+        const base = invoices.reduce((sum, invoice) => sum + invoice.amountMinor, 0n)
+        const created = await insertCommission(sql, {
+          id: randomUUID(),
+          partner_id: referral.partner_id,
+          referral_id: referral.id,
+          period: target,
+          amount_minor: commissionOf(base, deps.commissionBasisPoints),
+          currency: invoices[0]!.currency,
+          calculated_at: now,
+        })
+        if (created) calculated++
+      }
+      return { period: target, calculated }
+    },
+    async recordPayout(partnerId, period, by) {
+      if (!PERIOD.test(period)) throw invalidField('period', 'must be a month as YYYY-MM (01 to 12)')
+      if (!(await getPartner(sql, partnerId))) throw notFound('partner_not_found', 'Partner')
+      try {
+        const payout = await sql.begin((tx) => recordPayout(tx, { partnerId, period, at: clock.now(), by }))
+        if (!payout)
+          throw new AppError(409, 'nothing_to_pay', 'The partner has no calculated commission for this month')
+        const minor = BigInt(payout.amount_minor)
+        return {
+          partnerId,
+          period,
+          amount: Number(minor) / 100,
+          amountMinor: Number(minor),
+          currency: payout.currency,
+          commissions: payout.commissions,
+        }
+      } catch (err) {
+        if (isUniqueViolation(err))
+          throw new AppError(409, 'payout_exists', 'This month was paid out already')
+        throw err
+      }
     },
     async attribute(tenantId, code) {
       const found = await findCode(sql, code.trim().toUpperCase())

@@ -131,3 +131,53 @@ export async function commissionsOf(
     FROM commissions WHERE partner_id = ${partnerId} AND period = ${period}
     ORDER BY calculated_at, id`
 }
+
+/** The first paid invoice: an active referral becomes converted (once). */
+export async function convertReferral(
+  db: Queryable,
+  tenantId: string,
+  at: Date,
+): Promise<ReferralRow | undefined> {
+  const [row] = await db<ReferralRow[]>`
+    UPDATE referrals SET status = 'converted', converted_at = ${at}
+    WHERE tenant_id = ${tenantId} AND status = 'active'
+    RETURNING *`
+  return row
+}
+
+export async function convertedReferrals(db: Queryable, before: Date): Promise<ReferralRow[]> {
+  return db<ReferralRow[]>`
+    SELECT * FROM referrals WHERE status = 'converted' AND converted_at < ${before} ORDER BY id`
+}
+
+/** One commission per referral and month: a second calculation inserts nothing. */
+export async function insertCommission(
+  db: Queryable,
+  row: Omit<CommissionRow, 'paid_at' | 'status' | 'amount_minor'> & { amount_minor: bigint },
+): Promise<CommissionRow | undefined> {
+  const [created] = await db<CommissionRow[]>`
+    INSERT INTO commissions (id, partner_id, referral_id, period, amount_minor, currency, status, calculated_at)
+    VALUES (${row.id}, ${row.partner_id}, ${row.referral_id}, ${row.period}, ${row.amount_minor.toString()},
+      ${row.currency}, 'calculated', ${row.calculated_at})
+    ON CONFLICT (referral_id, period) DO NOTHING
+    RETURNING id, partner_id, referral_id, period, amount_minor::text, currency, status, calculated_at, paid_at`
+  return created
+}
+
+/** Marks a partner's calculated commissions of a month paid and records the payout, once. */
+export async function recordPayout(
+  db: Queryable,
+  input: { partnerId: string; period: string; at: Date; by: string },
+): Promise<{ amount_minor: string; currency: string; commissions: number } | undefined> {
+  const paid = await db<{ amount_minor: string; currency: string }[]>`
+    UPDATE commissions SET status = 'paid', paid_at = ${input.at}
+    WHERE partner_id = ${input.partnerId} AND period = ${input.period} AND status = 'calculated'
+    RETURNING amount_minor::text, currency`
+  if (paid.length === 0) return undefined
+  const currency = paid[0]!.currency
+  const total = paid.reduce((sum, row) => sum + BigInt(row.amount_minor), 0n)
+  await db`
+    INSERT INTO payouts (partner_id, period, amount_minor, currency, paid_at, paid_by)
+    VALUES (${input.partnerId}, ${input.period}, ${total.toString()}, ${currency}, ${input.at}, ${input.by})`
+  return { amount_minor: total.toString(), currency, commissions: paid.length }
+}

@@ -57,3 +57,14 @@ CREATE TABLE commissions (
   CONSTRAINT commissions_referral_period_unique UNIQUE (referral_id, period)
 );
 CREATE INDEX commissions_partner_period_idx ON commissions (partner_id, period);
+
+-- A partner's payout for a month: the commissions of that month, paid once.
+CREATE TABLE payouts (
+  partner_id uuid NOT NULL REFERENCES partners (id),
+  period text NOT NULL CHECK (period ~ '^[0-9]{4}-[0-9]{2}$'),
+  amount_minor bigint NOT NULL CHECK (amount_minor >= 0),
+  currency text NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
+  paid_at timestamptz NOT NULL,
+  paid_by text NOT NULL,
+  PRIMARY KEY (partner_id, period)
+);
