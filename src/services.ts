@@ -315,6 +315,8 @@ export async function createServices(
     timeoutMs: config.jobs.webhookTimeoutMs,
     retryScale: config.jobs.webhookRetryScale,
     userAgent: `kms-webhooks/${VERSION}`,
+    // Partner events are signed with the partner's secret (src/partners), built further down.
+    partnerSecrets: () => partners,
   })
   const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, outbound, clock })
   const folders = createFolderService({ sql, audit, clock })
@@ -343,6 +345,8 @@ export async function createServices(
     signupBase: () => identity!.oidc.issuer(),
     commissionBasisPoints: config.partnerCommissionBasisPoints,
     invoices: billing,
+    masterKeys,
+    outbox: webhooks,
   })
   // A referred tenant's first paid invoice converts its referral.
   billing.onInvoicePaid(async ({ tenantId, first }) => {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
-import { createHmac } from 'node:crypto'
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { commissionOf } from '../src/partners/partner-service.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
@@ -10,6 +12,7 @@ import {
   spawnService,
   startTestService,
   type TestService,
+  waitFor,
 } from './helpers/service.ts'
 import { consoleClient, memberSession } from './helpers/sign-in.ts'
 
@@ -24,8 +27,14 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
   before(async () => {
     clock = manualClock()
     a = await startTestService(
-      { KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT, KMS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET },
-      { clock },
+      {
+        KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT,
+        KMS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        // Partner events go through the webhook outbox to a receiver on this machine.
+        KMS_JOB_SWEEP_MS: '200',
+        KMS_OUTBOUND_ALLOW: '127.0.0.1',
+      },
+      { clock, jobs: true },
     )
     // A second API process of the same deployment (database, Redis and its prefix).
     b = await spawnService({ ...a.env, ID_URL: a.baseUrl })
@@ -194,9 +203,41 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     assert.equal(commissionOf(10n ** 15n, 2000), 2n * 10n ** 14n)
   })
 
-  test('money: the referred tenant pays, the referral converts, the commission is calculated once and paid out', async () => {
+  /** What a partner runs: an HTTP receiver that keeps each request's raw body and signature. */
+  async function receiver(): Promise<{
+    url: string
+    received: Array<{ body: string; signature: string | undefined }>
+    server: Server
+  }> {
+    const received: Array<{ body: string; signature: string | undefined }> = []
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => {
+        const signature = req.headers['x-service-signature']
+        received.push({
+          body: Buffer.concat(chunks).toString('utf8'),
+          signature: typeof signature === 'string' ? signature : undefined,
+        })
+        res.writeHead(200).end()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/events`, received, server }
+  }
+
+  test('money: the referred tenant pays, the referral converts, the commission is calculated once and paid out; each step is a signed event', async () => {
     const partner = await partnerWithKey()
     const other = await partnerWithKey()
+    const events = await receiver()
+    const registered = await a.request('POST', '/api/v1/partners/webhook-endpoints', {
+      headers: partner.headers,
+      body: { url: events.url },
+    })
+    assert.equal(registered.status, 201, registered.text)
+    const secret = (await a.request('GET', '/api/v1/partners/webhook-secret', { headers: partner.headers }))
+      .body.secret as string
+    assert.match(secret, /^whsec_/)
     const code = (
       await a.request('POST', '/api/v1/partners/codes', { headers: partner.headers, body: { label: 'Q1' } })
     ).body.code as string
@@ -233,8 +274,13 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
       // March 1st: February's commissions (the month the invoice was paid), twice.
       clock.set(new Date('2031-03-01T01:00:00Z'))
       await assert.rejects(partners.calculateCommissions('2031-03'), /must be a month that has ended/)
-      assert.deepEqual(await partners.calculateCommissions(), { period: '2031-02', calculated: 1 })
-      assert.deepEqual(await partners.calculateCommissions('2031-02'), { period: '2031-02', calculated: 0 })
+      // The job runs twice (and the lifecycle sweep may run it too): one commission all the same.
+      const runs = [await partners.calculateCommissions(), await partners.calculateCommissions('2031-02')]
+      assert.deepEqual(
+        runs.map((run) => run.period),
+        ['2031-02', '2031-02'],
+      )
+      assert.equal(runs[1]!.calculated, 0)
       const [rows] = await a.sql<{ count: number }[]>`
         SELECT count(*)::int AS count FROM commissions WHERE referral_id = ${referral.id}`
       assert.equal(rows!.count, 1)
@@ -270,8 +316,48 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
         headers: partner.headers,
       })
       assert.equal(after.body.data[0].status, 'paid')
+
+      // The outbox sends what is overdue: time moves on, and the receiver gets each event once,
+      // signed with the partner's secret (verified here as a partner would, on the raw body).
+      clock.advance(60_000)
+      await waitFor(() => events.received.length >= 4, 'four partner events')
+      const verified = events.received.map(({ body, signature }) => {
+        const expected = Buffer.from(`sha256=${createHmac('sha256', secret).update(body).digest('hex')}`)
+        assert.ok(
+          signature !== undefined &&
+            signature.length === expected.length &&
+            timingSafeEqual(Buffer.from(signature), expected),
+          'signed with the partner secret',
+        )
+        return JSON.parse(body) as { type: string; partnerId: string; data: Record<string, unknown> }
+      })
+      assert.deepEqual(verified.map((e) => e.type).sort(), [
+        'commission.calculated',
+        'payout.completed',
+        'referral.converted',
+        'referral.created',
+      ])
+      assert.ok(verified.every((e) => e.partnerId === partner.id))
+      assert.deepEqual(verified.find((e) => e.type === 'commission.calculated')!.data, {
+        referralId: referral.id,
+        period: '2031-02',
+        amount: 9.8,
+        currency: 'EUR',
+      })
+      assert.deepEqual(verified.find((e) => e.type === 'payout.completed')!.data, {
+        period: '2031-02',
+        amount: 9.8,
+        currency: 'EUR',
+        commissions: 1,
+      })
+      assert.equal(verified.find((e) => e.type === 'referral.created')!.data['tenantId'], tenant.tenantId)
+      assert.equal(verified.find((e) => e.type === 'referral.converted')!.data['referralId'], referral.id)
+      // The other partner registered nothing and received nothing; each event came once.
+      assert.equal(events.received.length, 4)
     } finally {
       clock.set(new Date())
+      events.server.closeAllConnections()
+      await new Promise((resolve) => events.server.close(resolve))
     }
   })
 })

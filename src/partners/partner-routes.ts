@@ -1,16 +1,21 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Redis } from 'ioredis'
+import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { AppError, unauthorized } from '../platform/errors.ts'
-import { errorResponses } from '../platform/http-schemas.ts'
+import { errorResponses, IdParams } from '../platform/http-schemas.ts'
 import {
   CommissionListSchema,
   CommissionQuery,
   CreateCodeBody,
+  CreateEndpointBody,
+  EndpointListSchema,
+  EndpointSchema,
   ReferralCodeSchema,
   ReferralListQuery,
   ReferralListSchema,
+  WebhookSecretSchema,
 } from './partner-schemas.ts'
 import type { PartnerCaller, PartnerService } from './partner-service.ts'
 
@@ -97,6 +102,70 @@ export function partnerRoutes(
         reply.code(201)
         return partners.createCode(callerOf(request), request.body.label)
       },
+    )
+    app.post(
+      '/partners/webhook-endpoints',
+      {
+        config: { access: access.partner() },
+        schema: {
+          tags: TAGS,
+          summary: 'Register a URL for the partner’s events',
+          operationId: 'createPartnerWebhookEndpoint',
+          security: [{ PartnerApiKey: [] }],
+          body: CreateEndpointBody,
+          response: { 201: EndpointSchema, ...errorResponses(400, 401, 409, 429) },
+        },
+      },
+      async (request, reply) => {
+        reply.code(201)
+        return partners.addEndpoint(callerOf(request), request.body.url)
+      },
+    )
+    app.get(
+      '/partners/webhook-endpoints',
+      {
+        config: { access: access.partner() },
+        schema: {
+          tags: TAGS,
+          summary: 'The partner’s event URLs',
+          operationId: 'listPartnerWebhookEndpoints',
+          security: [{ PartnerApiKey: [] }],
+          response: { 200: EndpointListSchema, ...errorResponses(401, 429) },
+        },
+      },
+      async (request) => partners.listEndpoints(callerOf(request)),
+    )
+    app.delete(
+      '/partners/webhook-endpoints/:id',
+      {
+        config: { access: access.partner() },
+        schema: {
+          tags: TAGS,
+          summary: 'Stop sending events to a URL',
+          operationId: 'deletePartnerWebhookEndpoint',
+          security: [{ PartnerApiKey: [] }],
+          params: IdParams,
+          response: { 204: Type.Null({ description: 'Removed' }), ...errorResponses(401, 404, 429) },
+        },
+      },
+      async (request, reply) => {
+        await partners.removeEndpoint(callerOf(request), request.params.id)
+        return reply.code(204).send(null)
+      },
+    )
+    app.get(
+      '/partners/webhook-secret',
+      {
+        config: { access: access.partner() },
+        schema: {
+          tags: TAGS,
+          summary: 'The secret that signs the partner’s events (made on first use)',
+          operationId: 'getPartnerWebhookSecret',
+          security: [{ PartnerApiKey: [] }],
+          response: { 200: WebhookSecretSchema, ...errorResponses(401, 429) },
+        },
+      },
+      async (request) => ({ secret: await partners.webhookSecret(callerOf(request)) }),
     )
   }
 }

@@ -71,3 +71,37 @@ export const ReferralCodeSchema = Type.Object(
   { additionalProperties: false },
 )
 nameSchema(ReferralCodeSchema, 'ReferralCode')
+
+export const EndpointSchema = Type.Object(
+  { id: Type.String(), url: Type.String(), createdAt: Timestamp('Registered') },
+  { additionalProperties: false },
+)
+nameSchema(EndpointSchema, 'PartnerWebhookEndpoint')
+
+export const EndpointListSchema = Type.Object(
+  { data: Type.Array(EndpointSchema) },
+  { additionalProperties: false },
+)
+nameSchema(EndpointListSchema, 'PartnerWebhookEndpointList')
+
+export const CreateEndpointBody = Type.Object(
+  {
+    url: Type.String({
+      minLength: 1,
+      maxLength: 2048,
+      description: 'Where events are POSTed (http or https)',
+    }),
+  },
+  { additionalProperties: false, examples: [{ url: 'https://partner.example/kms-events' }] },
+)
+nameSchema(CreateEndpointBody, 'CreatePartnerWebhookEndpoint')
+
+export const WebhookSecretSchema = Type.Object(
+  {
+    secret: Type.String({
+      description: 'Verifies X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw body>',
+    }),
+  },
+  { additionalProperties: false },
+)
+nameSchema(WebhookSecretSchema, 'PartnerWebhookSecret')

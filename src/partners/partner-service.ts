@@ -1,23 +1,31 @@
-import { randomInt, randomUUID } from 'node:crypto'
+import { randomBytes, randomInt, randomUUID } from 'node:crypto'
+import { open, seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import type { PartnerWebhookEvent } from '../webhooks/webhook-service.ts'
 import { partnerKeys } from './partner-key-format.ts'
 import {
   commissionsOf,
   convertedReferrals,
   convertReferral,
+  deleteEndpoint,
+  endpointsOf,
   findCode,
   findPartnerKey,
   getPartner,
   insertCode,
   insertCommission,
+  insertEndpoint,
   insertPartner,
   insertPartnerKey,
   insertReferral,
   listReferrals,
   type PartnerRow,
   recordPayout,
+  sealedSecretOf,
+  storeSecretIfNone,
 } from './partner-store.ts'
 
 /** A partner API key's caller: which partner, through which key (the rate limit's unit). */
@@ -70,6 +78,14 @@ export interface PartnerService {
   commissions(caller: PartnerCaller, period: string): Promise<{ data: CommissionView[]; totalAmount: number }>
   /** Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral; false for an unknown code. */
   attribute(tenantId: string, code: string): Promise<boolean>
+  /** The partner's webhook endpoints (events go to each). */
+  addEndpoint(caller: PartnerCaller, url: string): Promise<EndpointView>
+  listEndpoints(caller: PartnerCaller): Promise<{ data: EndpointView[] }>
+  removeEndpoint(caller: PartnerCaller, id: string): Promise<void>
+  /** The secret the partner verifies `X-Service-Signature` with (made on first use). */
+  webhookSecret(caller: PartnerCaller): Promise<string>
+  /** The webhook outbox signs a partner's deliveries with it. */
+  secretOf(partnerId: string): Promise<Buffer>
   /** The tenant's first invoice is paid: its referral (if any, and active) is converted. */
   convert(tenantId: string): Promise<boolean>
   /**
@@ -92,6 +108,19 @@ export interface PartnerService {
     commissions: number
   }>
 }
+
+export interface EndpointView {
+  id: string
+  url: string
+  createdAt: string
+}
+
+/** The events a partner receives (docs/partners.md "Events"). */
+export type PartnerEventType =
+  | 'referral.created'
+  | 'referral.converted'
+  | 'commission.calculated'
+  | 'payout.completed'
 
 /** Commission in minor units: amount × rate, rounded half up, in integers only. */
 export function commissionOf(amountMinor: bigint, rateBasisPoints: number): bigint {
@@ -116,8 +145,58 @@ export function createPartnerService(deps: {
   invoices: {
     paidIn(period: string): Promise<Array<{ tenantId: string; amountMinor: bigint; currency: string }>>
   }
+  masterKeys: MasterKeyring
+  /** The webhook outbox (src/webhooks): a delivery per endpoint, in the event's transaction. */
+  outbox: {
+    enqueueForPartner(tx: Queryable, url: string, event: PartnerWebhookEvent, now: Date): Promise<unknown>
+  }
 }): PartnerService {
   const { sql, clock } = deps
+  const secretAad = (partnerId: string) => `kms:partner-webhook-secret:v1:${partnerId}`
+
+  /** The event to every endpoint of the partner, in the caller's transaction (the outbox). */
+  async function emit(
+    tx: Queryable,
+    partnerId: string,
+    type: PartnerEventType,
+    data: Record<string, unknown>,
+  ) {
+    const now = clock.now()
+    for (const endpoint of await endpointsOf(tx, partnerId))
+      await deps.outbox.enqueueForPartner(tx, endpoint.url, { type, partnerId, data }, now)
+  }
+
+  /** The tenant's referral, if any and active, becomes converted; `referral.converted` is sent. */
+  function convertTenant(tenantId: string): Promise<boolean> {
+    return sql.begin(async (tx) => {
+      const referral = await convertReferral(tx, tenantId, clock.now())
+      if (!referral) return false
+      await emit(tx, referral.partner_id, 'referral.converted', {
+        referralId: referral.id,
+        tenantId: referral.tenant_id,
+        convertedAt: referral.converted_at!.toISOString(),
+      })
+      return true
+    })
+  }
+
+  async function secretBytes(partnerId: string): Promise<Buffer> {
+    let stored = await sealedSecretOf(sql, partnerId)
+    if (!stored) {
+      const primary = deps.masterKeys.primary
+      const fresh = Buffer.from(`whsec_${randomBytes(32).toString('base64url')}`)
+      await storeSecretIfNone(sql, partnerId, {
+        sealed: seal(primary.key, fresh, secretAad(partnerId)),
+        keyId: primary.id,
+      })
+      fresh.fill(0)
+      stored = await sealedSecretOf(sql, partnerId)
+    }
+    const master = stored && deps.masterKeys.find(stored.keyId)
+    if (!stored || !master)
+      throw new AppError(503, 'secret_unavailable', 'The webhook secret cannot be opened')
+    return open(master.key, stored.sealed, secretAad(partnerId))
+  }
   const newCode = () => {
     let code = ''
     for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]
@@ -220,9 +299,50 @@ export function createPartnerService(deps: {
       })
       return { data, totalAmount: Number(total) / 100 }
     },
-    async convert(tenantId) {
-      return (await convertReferral(sql, tenantId, clock.now())) !== undefined
+    async addEndpoint(caller, url) {
+      let parsed: URL
+      try {
+        parsed = new URL(url)
+      } catch {
+        throw invalidField('body/url', 'must be an absolute http or https URL')
+      }
+      if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+        throw invalidField('body/url', 'must be an absolute http or https URL')
+      if (parsed.username || parsed.password) throw invalidField('body/url', 'must not carry credentials')
+      try {
+        const row = await insertEndpoint(sql, {
+          id: randomUUID(),
+          partner_id: caller.partnerId,
+          url: parsed.toString(),
+          created_at: clock.now(),
+        })
+        return { id: row.id, url: row.url, createdAt: row.created_at.toISOString() }
+      } catch (err) {
+        if (isUniqueViolation(err))
+          throw new AppError(409, 'endpoint_exists', 'This URL is registered already')
+        throw err
+      }
     },
+    async listEndpoints(caller) {
+      const rows = await endpointsOf(sql, caller.partnerId)
+      return {
+        data: rows.map((row) => ({ id: row.id, url: row.url, createdAt: row.created_at.toISOString() })),
+      }
+    },
+    async removeEndpoint(caller, id) {
+      if (!(await deleteEndpoint(sql, caller.partnerId, id)))
+        throw notFound('endpoint_not_found', 'Webhook endpoint')
+    },
+    async webhookSecret(caller) {
+      const bytes = await secretBytes(caller.partnerId)
+      try {
+        return bytes.toString('utf8')
+      } finally {
+        bytes.fill(0)
+      }
+    },
+    secretOf: (partnerId) => secretBytes(partnerId),
+    convert: convertTenant,
     async calculateCommissions(period) {
       const now = clock.now()
       const target =
@@ -232,21 +352,30 @@ export function createPartnerService(deps: {
       if (end > now) throw invalidField('period', 'must be a month that has ended')
       const paid = await deps.invoices.paidIn(target)
       // A referral whose tenant paid is converted (the invoice-paid hook normally did it already).
-      for (const tenantId of new Set(paid.map((invoice) => invoice.tenantId)))
-        await convertReferral(sql, tenantId, now)
+      for (const tenantId of new Set(paid.map((invoice) => invoice.tenantId))) await convertTenant(tenantId)
       let calculated = 0
       for (const referral of await convertedReferrals(sql, end)) {
         const invoices = paid.filter((invoice) => invoice.tenantId === referral.tenant_id)
         if (invoices.length === 0) continue
         const base = invoices.reduce((sum, invoice) => sum + invoice.amountMinor, 0n)
-        const created = await insertCommission(sql, {
-          id: randomUUID(),
-          partner_id: referral.partner_id,
-          referral_id: referral.id,
-          period: target,
-          amount_minor: commissionOf(base, deps.commissionBasisPoints),
-          currency: invoices[0]!.currency,
-          calculated_at: now,
+        const created = await sql.begin(async (tx) => {
+          const row = await insertCommission(tx, {
+            id: randomUUID(),
+            partner_id: referral.partner_id,
+            referral_id: referral.id,
+            period: target,
+            amount_minor: commissionOf(base, deps.commissionBasisPoints),
+            currency: invoices[0]!.currency,
+            calculated_at: now,
+          })
+          if (row)
+            await emit(tx, referral.partner_id, 'commission.calculated', {
+              referralId: referral.id,
+              period: target,
+              amount: Number(BigInt(row.amount_minor)) / 100,
+              currency: row.currency,
+            })
+          return row
         })
         if (created) calculated++
       }
@@ -256,7 +385,17 @@ export function createPartnerService(deps: {
       if (!PERIOD.test(period)) throw invalidField('period', 'must be a month as YYYY-MM (01 to 12)')
       if (!(await getPartner(sql, partnerId))) throw notFound('partner_not_found', 'Partner')
       try {
-        const payout = await sql.begin((tx) => recordPayout(tx, { partnerId, period, at: clock.now(), by }))
+        const payout = await sql.begin(async (tx) => {
+          const done = await recordPayout(tx, { partnerId, period, at: clock.now(), by })
+          if (done)
+            await emit(tx, partnerId, 'payout.completed', {
+              period,
+              amount: Number(BigInt(done.amount_minor)) / 100,
+              currency: done.currency,
+              commissions: done.commissions,
+            })
+          return done
+        })
         if (!payout)
           throw new AppError(409, 'nothing_to_pay', 'The partner has no calculated commission for this month')
         const minor = BigInt(payout.amount_minor)
@@ -277,13 +416,21 @@ export function createPartnerService(deps: {
     async attribute(tenantId, code) {
       const found = await findCode(sql, code.trim().toUpperCase())
       if (!found) return false
-      await insertReferral(sql, {
-        id: randomUUID(),
-        partner_id: found.partner_id,
-        tenant_id: tenantId,
-        code: found.code,
-        status: 'active',
-        created_at: clock.now(),
+      await sql.begin(async (tx) => {
+        const referral = await insertReferral(tx, {
+          id: randomUUID(),
+          partner_id: found.partner_id,
+          tenant_id: tenantId,
+          code: found.code,
+          status: 'active',
+          created_at: clock.now(),
+        })
+        await emit(tx, found.partner_id, 'referral.created', {
+          referralId: referral.id,
+          tenantId,
+          code: found.code,
+          createdAt: referral.created_at.toISOString(),
+        })
       })
       return true
     },

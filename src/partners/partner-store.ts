@@ -181,3 +181,51 @@ export async function recordPayout(
     VALUES (${input.partnerId}, ${input.period}, ${total.toString()}, ${currency}, ${input.at}, ${input.by})`
   return { amount_minor: total.toString(), currency, commissions: paid.length }
 }
+
+export interface EndpointRow {
+  id: string
+  partner_id: string
+  url: string
+  created_at: Date
+}
+
+export async function insertEndpoint(db: Queryable, row: EndpointRow): Promise<EndpointRow> {
+  const [created] = await db<EndpointRow[]>`
+    INSERT INTO partner_webhook_endpoints (id, partner_id, url, created_at)
+    VALUES (${row.id}, ${row.partner_id}, ${row.url}, ${row.created_at})
+    RETURNING *`
+  return created!
+}
+
+export async function endpointsOf(db: Queryable, partnerId: string): Promise<EndpointRow[]> {
+  return db<EndpointRow[]>`
+    SELECT * FROM partner_webhook_endpoints WHERE partner_id = ${partnerId} ORDER BY created_at, id`
+}
+
+export async function deleteEndpoint(db: Queryable, partnerId: string, id: string): Promise<boolean> {
+  const rows = await db`
+    DELETE FROM partner_webhook_endpoints WHERE partner_id = ${partnerId} AND id = ${id} RETURNING id`
+  return rows.length > 0
+}
+
+export async function sealedSecretOf(
+  db: Queryable,
+  partnerId: string,
+): Promise<{ sealed: Buffer; keyId: string } | undefined> {
+  const [row] = await db<{ webhook_secret_sealed: Buffer | null; webhook_secret_key_id: string | null }[]>`
+    SELECT webhook_secret_sealed, webhook_secret_key_id FROM partners WHERE id = ${partnerId}`
+  return row?.webhook_secret_sealed && row.webhook_secret_key_id
+    ? { sealed: row.webhook_secret_sealed, keyId: row.webhook_secret_key_id }
+    : undefined
+}
+
+/** Stores a first secret; a concurrent first use keeps the one stored first. */
+export async function storeSecretIfNone(
+  db: Queryable,
+  partnerId: string,
+  secret: { sealed: Buffer; keyId: string },
+): Promise<void> {
+  await db`
+    UPDATE partners SET webhook_secret_sealed = ${secret.sealed}, webhook_secret_key_id = ${secret.keyId}
+    WHERE id = ${partnerId} AND webhook_secret_sealed IS NULL`
+}

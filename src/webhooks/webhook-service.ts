@@ -31,9 +31,24 @@ export interface WebhookEvent {
   data: Record<string, unknown>
 }
 
+/** An event of the partner programme, delivered to a partner's endpoint (src/partners). */
+export interface PartnerWebhookEvent {
+  type: string
+  partnerId: string
+  data: Record<string, unknown>
+}
+
+/** The partners module's webhook secrets (a partner's deliveries are signed with the partner's). */
+export interface PartnerSecrets {
+  secretOf(partnerId: string): Promise<Buffer>
+}
+
 export interface NextAttempt {
   deliveryId: string
-  /** Whose delivery: attempts are scheduled fairly across tenants (src/jobs/fair-scheduler.ts). */
+  /**
+   * Whose delivery: attempts are scheduled fairly across owners (src/jobs/fair-scheduler.ts): the
+   * tenant's id, or `partner:<id>` for a partner's delivery.
+   */
   tenantId: string
   attempt: number
   delayMs: number
@@ -45,6 +60,8 @@ export interface WebhookService {
    * when the event does. The caller schedules the first attempt after commit.
    */
   enqueue(tx: Queryable, url: string, event: WebhookEvent, now: Date): Promise<NextAttempt>
+  /** The same for a partner's event: `{id, type, partnerId, time, data}`, signed with the partner's secret. */
+  enqueueForPartner(tx: Queryable, url: string, event: PartnerWebhookEvent, now: Date): Promise<NextAttempt>
   /** Makes attempt `attempt` of a delivery; the attempt to schedule next, if any. */
   attempt(deliveryId: string, attempt: number): Promise<NextAttempt | null>
   /** Pending deliveries whose next attempt is overdue by more than `graceMs`: their job was lost. */
@@ -63,6 +80,10 @@ const secretResource = (actor: Actor) => ({
   outcome: 'success' as const,
 })
 
+/** The fairness queue of a delivery: its tenant, or its partner. */
+const queueOf = (row: { tenant_id: string | null; partner_id: string | null }) =>
+  row.tenant_id ?? `partner:${row.partner_id}`
+
 const secretAad = (tenantId: string) => `kms:webhook-secret:v1:${tenantId}`
 const newSecret = () => `whsec_${randomBytes(32).toString('base64url')}`
 
@@ -77,6 +98,8 @@ export function createWebhookService(deps: {
   /** Multiplies the retry delays (1 in production; tests shrink the schedule). */
   retryScale: number
   userAgent: string
+  /** Late-bound: the partners module is built after this service. */
+  partnerSecrets?: () => PartnerSecrets
 }): WebhookService {
   const { sql, tenantKeks, clock } = deps
   const delayBefore = (attempt: number) => Math.round(RETRY_DELAYS_MS[attempt - 2]! * deps.retryScale)
@@ -113,11 +136,38 @@ export function createWebhookService(deps: {
       return { deliveryId: id, tenantId: event.tenantId, attempt: 1, delayMs: 0 }
     },
 
+    async enqueueForPartner(tx, url, event, now) {
+      const id = randomUUID()
+      const eventId = randomUUID()
+      const payload = JSON.stringify({
+        id: eventId,
+        type: event.type,
+        partnerId: event.partnerId,
+        time: now.toISOString(),
+        data: event.data,
+      })
+      await insertDelivery(tx, {
+        id,
+        tenant_id: null,
+        partner_id: event.partnerId,
+        event_id: eventId,
+        event_type: event.type,
+        url,
+        payload,
+        created_at: now,
+      })
+      return { deliveryId: id, tenantId: `partner:${event.partnerId}`, attempt: 1, delayMs: 0 }
+    },
+
     async attempt(deliveryId, attempt) {
       const leaseUntil = new Date(clock.now().getTime() + deps.timeoutMs + LEASE_MARGIN_MS)
       const row = await claimAttempt(sql, deliveryId, attempt, leaseUntil)
       if (!row) return null
-      const secret = await secretBytes(sql, row.tenant_id)
+      const partnerSecrets = deps.partnerSecrets?.()
+      if (!row.tenant_id && (!row.partner_id || !partnerSecrets)) return null
+      const secret = row.tenant_id
+        ? await secretBytes(sql, row.tenant_id)
+        : await partnerSecrets!.secretOf(row.partner_id!)
       let signature: string
       try {
         signature = signatureOf(secret, row.payload)
@@ -141,7 +191,7 @@ export function createWebhookService(deps: {
       const next =
         succeeded || last
           ? null
-          : { deliveryId, tenantId: row.tenant_id, attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
+          : { deliveryId, tenantId: queueOf(row), attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
       const finishedAt = clock.now()
       await recordAttempt(
         sql,
@@ -161,7 +211,7 @@ export function createWebhookService(deps: {
       const rows = await overdueDeliveries(sql, new Date(now.getTime() - graceMs), 100)
       return rows.map((row) => ({
         deliveryId: row.id,
-        tenantId: row.tenant_id,
+        tenantId: queueOf(row),
         attempt: row.claimed_attempt + 1,
         delayMs: 0,
       }))

@@ -13,7 +13,9 @@ export interface DeliveryAttempt {
 
 export interface DeliveryRow {
   id: string
-  tenant_id: string
+  /** The owner: a tenant's delivery, or (tenant_id null) a partner's (migration 0019). */
+  tenant_id: string | null
+  partner_id: string | null
   event_id: string
   event_type: string
   url: string
@@ -61,7 +63,12 @@ export async function storeSecret(
 
 export async function insertDelivery(
   db: Queryable,
-  row: Pick<DeliveryRow, 'id' | 'tenant_id' | 'event_id' | 'event_type' | 'url' | 'payload' | 'created_at'>,
+  row: Pick<
+    DeliveryRow,
+    'id' | 'tenant_id' | 'event_id' | 'event_type' | 'url' | 'payload' | 'created_at'
+  > & {
+    partner_id?: string | null
+  },
 ): Promise<void> {
   await db`
     INSERT INTO webhook_deliveries ${db({ ...row, status: 'pending', next_attempt_at: row.created_at })}`
@@ -105,9 +112,9 @@ export async function overdueDeliveries(
   db: Queryable,
   before: Date,
   limit: number,
-): Promise<Pick<DeliveryRow, 'id' | 'tenant_id' | 'claimed_attempt' | 'next_attempt_at'>[]> {
-  return db<Pick<DeliveryRow, 'id' | 'tenant_id' | 'claimed_attempt' | 'next_attempt_at'>[]>`
-    SELECT id, tenant_id, claimed_attempt, next_attempt_at FROM webhook_deliveries
+): Promise<Pick<DeliveryRow, 'id' | 'tenant_id' | 'partner_id' | 'claimed_attempt' | 'next_attempt_at'>[]> {
+  return db<Pick<DeliveryRow, 'id' | 'tenant_id' | 'partner_id' | 'claimed_attempt' | 'next_attempt_at'>[]>`
+    SELECT id, tenant_id, partner_id, claimed_attempt, next_attempt_at FROM webhook_deliveries
     WHERE status = 'pending' AND next_attempt_at <= ${before}
     ORDER BY next_attempt_at LIMIT ${limit}`
 }
