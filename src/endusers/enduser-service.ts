@@ -180,18 +180,19 @@ export function createEndUserService(deps: {
 
   /**
    * A new end-user in the caller's transaction: the account of the tenant's realm (no password),
-   * the record, the application's list, the audit record and the set-up link.
+   * the record, the application's list and the audit record.
    */
-  async function insertNew(
+  async function insertAccountAndRecord(
     tx: Queryable,
     actor: Actor,
     user: {
       id: string
       email: string
       displayName: string | null
-      source: 'api' | 'sign_up'
+      source: 'api' | 'sign_up' | 'federation'
       applicationId: string | null
     },
+    details: Record<string, string> = {},
   ) {
     await accounts.createAccount(
       tenantRealm(actor.tenantId),
@@ -218,8 +219,21 @@ export function createEndUserService(deps: {
       action: 'endusers.create',
       resource: `enduser:${user.id}`,
       outcome: 'success',
-      details: { source: user.source, ...(user.applicationId ? { applicationId: user.applicationId } : {}) },
+      details: {
+        source: user.source,
+        ...(user.applicationId ? { applicationId: user.applicationId } : {}),
+        ...details,
+      },
     })
+  }
+
+  /** A new end-user who chooses a password through the set-up link issued with it. */
+  async function insertNew(
+    tx: Queryable,
+    actor: Actor,
+    user: Parameters<typeof insertAccountAndRecord>[2] & { source: 'api' | 'sign_up' },
+  ) {
+    await insertAccountAndRecord(tx, actor, user)
     return issueLink(actor, user.id, 'setup', user.applicationId, tx)
   }
 
@@ -391,25 +405,15 @@ export function createEndUserService(deps: {
       const id = randomUUID()
       const actor = { tenantId, actor: `saml_idp:${idpId}`, requestId: null, clientIp: null }
       try {
-        await sql.begin(async (tx) => {
-          await accounts.createAccount(tenantRealm(tenantId), { id, email: address, displayName }, tx)
-          await insertEndUser(tx, {
-            id,
-            tenant_id: tenantId,
-            email: address,
-            email_normalized: normalizeEmail(address),
-            display_name: displayName,
-            source: 'federation',
-            created_by: actor.actor,
-          })
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'endusers.create',
-            resource: `enduser:${id}`,
-            outcome: 'success',
-            details: { source: 'federation', idpId },
-          })
-        })
+        // No set-up link: the person signs in through the IdP.
+        await sql.begin((tx) =>
+          insertAccountAndRecord(
+            tx,
+            actor,
+            { id, email: address, displayName, source: 'federation', applicationId: null },
+            { idpId },
+          ),
+        )
         return id
       } catch (err) {
         // Created meanwhile by another sign-in (or the account of the realm exists without a record).

@@ -1,13 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { pageError } from '../identity/identity-surface.ts'
-import {
-  esc,
-  type PageSettings,
-  pageContext,
-  pageHeaders,
-  renderErrorPage,
-  renderPage,
-} from '../identity/pages/layout.ts'
+import type { FastifyInstance } from 'fastify'
+import { installFormHandling } from '../identity/pages/form-surface.ts'
+import { esc, type PageSettings, pageContext, pageHeaders, renderPage } from '../identity/pages/layout.ts'
 import { isUuid } from '../platform/ids.ts'
 import { FederationError, type FederationService, SAML_LIMITS } from './saml-service.ts'
 
@@ -25,42 +18,13 @@ export function samlSurface(deps: { federation: FederationService; pageSettings:
     app.addHook('onRoute', (route) => {
       route.schema = { ...(route.schema ?? {}), hide: true }
     })
-    app.removeAllContentTypeParsers()
-    app.addContentTypeParser(
-      'application/x-www-form-urlencoded',
-      { parseAs: 'string', bodyLimit: SAML_LIMITS.responseChars + 4096 },
-      (_request, body, done) => {
-        const form: Record<string, string> = Object.create(null)
-        let count = 0
-        for (const [name, value] of new URLSearchParams(body as string)) {
-          if (++count > MAX_FIELDS || name in form)
-            return done(pageError(400, 'The form is malformed.'), undefined)
-          form[name] = value
-        }
-        done(null, form)
-      },
-    )
-    const page = (request: FastifyRequest, reply: FastifyReply, status: number, message: string) =>
-      reply
-        .code(status)
-        .headers(pageHeaders(deps.pageSettings))
-        .send(renderErrorPage(pageContext(undefined, request.headers['accept-language']), message))
-    app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
-      const status =
-        error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
-      if (status === 500) request.log.error({ err: { message: error.message } }, 'SAML endpoint failed')
-      return page(
-        request,
-        reply,
-        status,
-        status === 413
-          ? 'The SAML response is too large.'
-          : status === 415
-            ? 'The SAML response must be posted as a form.'
-            : status === 500
-              ? 'Something went wrong on our side. Try again.'
-              : error.message,
-      )
+    const page = installFormHandling(app, {
+      pageSettings: deps.pageSettings,
+      bodyLimit: SAML_LIMITS.responseChars + 4096,
+      maxFields: MAX_FIELDS,
+      failure: 'SAML endpoint failed',
+      tooLarge: 'The SAML response is too large.',
+      notAForm: 'The SAML response must be posted as a form.',
     })
 
     app.get('/saml/:idpId/metadata', async (request, reply) => {

@@ -6,7 +6,8 @@ import type { PasswordPolicy } from './account-service.ts'
 import type { CorsAllowlist } from './cors-allowlist.ts'
 import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
 import { accountLinkPages } from './pages/account-link-pages.ts'
-import { IDENTITY_CSS, type PageSettings, pageContext, pageHeaders, renderErrorPage } from './pages/layout.ts'
+import { installFormHandling, pageError } from './pages/form-surface.ts'
+import { IDENTITY_CSS, type PageSettings, pageHeaders } from './pages/layout.ts'
 import { type SignInDeps, signInRoutes } from './pages/sign-in-routes.ts'
 
 /** A sign-in form is a few fields; anything larger is not one. */
@@ -127,41 +128,13 @@ function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: P
 
 function pagesSurface(deps: IdentitySurfaceDeps) {
   return async (app: FastifyInstance) => {
-    app.removeAllContentTypeParsers()
-    app.addContentTypeParser(
-      'application/x-www-form-urlencoded',
-      { parseAs: 'string', bodyLimit: FORM_LIMIT_BYTES },
-      (_request, body, done) => {
-        const params = new URLSearchParams(body as string)
-        const form: Record<string, string> = Object.create(null)
-        let count = 0
-        for (const [name, value] of params) {
-          if (++count > MAX_FIELDS || name in form)
-            return done(pageError(400, 'The form is malformed.'), undefined)
-          form[name] = value
-        }
-        done(null, form)
-      },
-    )
-    const send = (request: FastifyRequest, reply: FastifyReply, status: number, message: string) =>
-      reply
-        .code(status)
-        .headers(pageHeaders(deps.pageSettings))
-        .send(renderErrorPage(pageContext(undefined, request.headers['accept-language']), message))
-
-    app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
-      const status =
-        error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
-      if (status === 500) request.log.error({ err: error }, 'sign-in page failed')
-      const message =
-        status === 413
-          ? 'The form is too large.'
-          : status === 415
-            ? 'Forms must be sent as application/x-www-form-urlencoded.'
-            : status === 500
-              ? 'Something went wrong on our side. Try again.'
-              : error.message
-      return send(request, reply, status, message)
+    const send = installFormHandling(app, {
+      pageSettings: deps.pageSettings,
+      bodyLimit: FORM_LIMIT_BYTES,
+      maxFields: MAX_FIELDS,
+      failure: 'sign-in page failed',
+      tooLarge: 'The form is too large.',
+      notAForm: 'Forms must be sent as application/x-www-form-urlencoded.',
     })
     // Bodies with a POST route must be forms; an empty or missing body is a malformed form.
     app.addHook('preValidation', async (request) => {
@@ -189,8 +162,4 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
       app.all(url, async (request, reply) => send(request, reply, 404, 'This page does not exist.'))
     }
   }
-}
-
-export function pageError(statusCode: number, message: string): Error & { statusCode: number } {
-  return Object.assign(new Error(message), { statusCode })
 }

@@ -111,7 +111,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       // One job id per attempt: adding it twice while it waits is a no-op.
       await deliveries.add(
         'deliver',
-        { deliveryId: next.deliveryId, tenantId: next.tenantId, attempt: next.attempt },
+        { deliveryId: next.deliveryId, queue: next.queue, attempt: next.attempt },
         {
           jobId: `${next.deliveryId}.${next.attempt}`,
           delay: next.delayMs,
@@ -213,11 +213,11 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   })
   const deliveryWorker = new Worker(
     WEBHOOKS,
-    async (job: Job<{ deliveryId: string; tenantId?: string; attempt: number }>) => {
+    async (job: Job<{ deliveryId: string; queue?: string; tenantId?: string; attempt: number }>) => {
       const { deliveryId, attempt } = job.data
       await fair.whenRoom()
-      // A job queued before jobs carried the tenant is its own queue.
-      fair.submit(job.data.tenantId ?? deliveryId, `${deliveryId}.${attempt}`, async () => {
+      // Jobs queued by earlier releases carry `tenantId`, or nothing (then the delivery is its own queue).
+      fair.submit(job.data.queue ?? job.data.tenantId ?? deliveryId, `${deliveryId}.${attempt}`, async () => {
         // The BullMQ job completes at hand-off, so the attempt itself is counted here.
         const started = performance.now()
         let outcome: 'completed' | 'failed' = 'failed'

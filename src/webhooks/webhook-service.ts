@@ -46,10 +46,10 @@ export interface PartnerSecrets {
 export interface NextAttempt {
   deliveryId: string
   /**
-   * Whose delivery: attempts are scheduled fairly across owners (src/jobs/fair-scheduler.ts): the
+   * Whose delivery, as the fair scheduler's queue (src/jobs/fair-scheduler.ts): the owning
    * tenant's id, or `partner:<id>` for a partner's delivery.
    */
-  tenantId: string
+  queue: string
   attempt: number
   delayMs: number
 }
@@ -133,7 +133,7 @@ export function createWebhookService(deps: {
         payload,
         created_at: now,
       })
-      return { deliveryId: id, tenantId: event.tenantId, attempt: 1, delayMs: 0 }
+      return { deliveryId: id, queue: event.tenantId, attempt: 1, delayMs: 0 }
     },
 
     async enqueueForPartner(tx, url, event, now) {
@@ -156,7 +156,12 @@ export function createWebhookService(deps: {
         payload,
         created_at: now,
       })
-      return { deliveryId: id, tenantId: `partner:${event.partnerId}`, attempt: 1, delayMs: 0 }
+      return {
+        deliveryId: id,
+        queue: queueOf({ tenant_id: null, partner_id: event.partnerId }),
+        attempt: 1,
+        delayMs: 0,
+      }
     },
 
     async attempt(deliveryId, attempt) {
@@ -191,7 +196,7 @@ export function createWebhookService(deps: {
       const next =
         succeeded || last
           ? null
-          : { deliveryId, tenantId: queueOf(row), attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
+          : { deliveryId, queue: queueOf(row), attempt: attempt + 1, delayMs: delayBefore(attempt + 1) }
       const finishedAt = clock.now()
       await recordAttempt(
         sql,
@@ -211,7 +216,7 @@ export function createWebhookService(deps: {
       const rows = await overdueDeliveries(sql, new Date(now.getTime() - graceMs), 100)
       return rows.map((row) => ({
         deliveryId: row.id,
-        tenantId: queueOf(row),
+        queue: queueOf(row),
         attempt: row.claimed_attempt + 1,
         delayMs: 0,
       }))
