@@ -10,6 +10,7 @@ import {
   makeCertificate,
   parseAuthnRequest,
   type ReceivedAuthnRequest,
+  type ResponseOptions,
   type TestCertificate,
 } from './helpers/saml-idp.ts'
 import { type AuditView, startTestService, type TestService } from './helpers/service.ts'
@@ -200,11 +201,12 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
   test('a signed response signs the end-user in: account created in the tenant realm, linked, tokens issued', async () => {
     const started = await start()
     const email = `saml-${Date.now()}@acme.example`
+    const nameId = `acme-user-${Date.now()}`
     const response = buildResponse(
       {
         request: started.request,
         issuer: IDP_ENTITY,
-        nameId: `acme-user-${Date.now()}`,
+        nameId,
         attributes: { email, displayName: 'Ada Federated' },
       },
       idpKey,
@@ -234,7 +236,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
       {
         request: again.request,
         issuer: IDP_ENTITY,
-        nameId: response ? /NameID[^>]*>([^<]+)</.exec(Buffer.from(response, 'base64').toString())![1]! : '',
+        nameId,
         attributes: { email: `renamed-${email}` },
       },
       idpKey,
@@ -273,132 +275,30 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
 
   test('refusals: unsigned, signed by another key, wrong audience, expired, replayed, wrong destination or recipient, other issuer, unknown request', async () => {
     const otherKey = await makeCertificate()
+    // A good response of the registered IdP, but for what each case changes.
+    const differing = (differences: Partial<ResponseOptions>) => (request: ReceivedAuthnRequest) =>
+      buildResponse(
+        { request, issuer: IDP_ENTITY, nameId: 'x', attributes: { email: 'x@acme.example' }, ...differences },
+        idpKey,
+      )
     const cases: Array<[string, (request: ReceivedAuthnRequest) => string]> = [
-      [
-        'unsigned response and assertion',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              signResponse: false,
-              signAssertion: false,
-            },
-            idpKey,
-          ),
-      ],
-      [
-        'signed response, unsigned assertion',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              signAssertion: false,
-            },
-            idpKey,
-          ),
-      ],
-      [
-        'signed by another key',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              signingKey: otherKey,
-            },
-            idpKey,
-          ),
-      ],
-      [
-        'wrong audience',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              audience: 'https://other-sp.example',
-            },
-            idpKey,
-          ),
-      ],
+      ['unsigned response and assertion', differing({ signResponse: false, signAssertion: false })],
+      ['signed response, unsigned assertion', differing({ signAssertion: false })],
+      ['signed by another key', differing({ signingKey: otherKey })],
+      ['wrong audience', differing({ audience: 'https://other-sp.example' })],
       [
         'expired assertion',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              notBefore: new Date(Date.now() - 20 * 60_000),
-              notOnOrAfter: new Date(Date.now() - 10 * 60_000),
-            },
-            idpKey,
-          ),
+        differing({
+          notBefore: new Date(Date.now() - 20 * 60_000),
+          notOnOrAfter: new Date(Date.now() - 10 * 60_000),
+        }),
       ],
-      [
-        'wrong destination',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              destination: 'https://elsewhere.example/acs',
-            },
-            idpKey,
-          ),
-      ],
-      [
-        'wrong recipient',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-              recipient: 'https://elsewhere.example/acs',
-            },
-            idpKey,
-          ),
-      ],
-      [
-        'another issuer',
-        (request) =>
-          buildResponse(
-            {
-              request,
-              issuer: 'https://evil.example/saml',
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-            },
-            idpKey,
-          ),
-      ],
+      ['wrong destination', differing({ destination: 'https://elsewhere.example/acs' })],
+      ['wrong recipient', differing({ recipient: 'https://elsewhere.example/acs' })],
+      ['another issuer', differing({ issuer: 'https://evil.example/saml' })],
       [
         'an AuthnRequest this service never sent',
-        (request) =>
-          buildResponse(
-            {
-              request: { ...request, id: '_never_sent_1234' },
-              issuer: IDP_ENTITY,
-              nameId: 'x',
-              attributes: { email: 'x@acme.example' },
-            },
-            idpKey,
-          ),
+        (request) => differing({})({ ...request, id: '_never_sent_1234' }),
       ],
     ]
     for (const [name, make] of cases) {

@@ -6,6 +6,7 @@ import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { applyPatch } from '../platform/patch.ts'
 import {
   type AccessPolicyRow,
   type AccessRequestRow,
@@ -265,25 +266,29 @@ export function createAccessPolicyService(deps: {
     }
   }
 
-  const inputOf = (row: AccessPolicyRow): AccessPolicyInput => ({
-    name: row.name,
-    description: row.description,
-    action: row.action,
-    priority: row.priority,
-    applicationIds: row.application_ids,
-    endUserIds: row.enduser_ids,
-    roleIds: row.role_ids,
-    ipRanges: row.ip_ranges,
-  })
+  /** The stored policy as an input: what a PATCH starts from. */
+  const inputOf = (row: AccessPolicyRow): AccessPolicyInput => {
+    const { id: _id, createdAt: _created, updatedAt: _updated, ...input } = toView(row)
+    return input
+  }
 
-  async function save(actor: Actor, id: string, fields: PolicyFields): Promise<AccessPolicyView> {
+  /** Stores a policy (new, or changed) with its audit record, in one transaction. */
+  async function write(
+    actor: Actor,
+    id: string,
+    verb: 'create' | 'update',
+    fields: PolicyFields,
+  ): Promise<AccessPolicyView> {
     try {
       return await sql.begin(async (tx) => {
-        const row = await updatePolicy(tx, actor.tenantId, id, fields)
+        const row =
+          verb === 'create'
+            ? await insertPolicy(tx, { ...fields, id, tenant_id: actor.tenantId, created_by: actor.actor })
+            : await updatePolicy(tx, actor.tenantId, id, fields)
         if (!row) throw missing()
         await audit.recordInTransaction(tx, {
           ...actor,
-          action: 'access_policies.update',
+          action: `access_policies.${verb}`,
           resource: `access_policy:${id}`,
           outcome: 'success',
           details: { action: fields.action, priority: fields.priority },
@@ -378,42 +383,17 @@ export function createAccessPolicyService(deps: {
       return toView(row)
     },
     async create(actor, input) {
-      const fields = await fieldsOf(actor.tenantId, input)
-      const id = randomUUID()
-      try {
-        return await sql.begin(async (tx) => {
-          const row = await insertPolicy(tx, {
-            ...fields,
-            id,
-            tenant_id: actor.tenantId,
-            created_by: actor.actor,
-          })
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'access_policies.create',
-            resource: `access_policy:${id}`,
-            outcome: 'success',
-            details: { action: fields.action, priority: fields.priority },
-          })
-          return toView(row)
-        })
-      } catch (err) {
-        if (isUniqueViolation(err, 'access_policies_priority_unique')) throw priorityTaken()
-        throw err
-      }
+      return write(actor, randomUUID(), 'create', await fieldsOf(actor.tenantId, input))
     },
     async replace(actor, id, input) {
       if (!(await getPolicy(sql, actor.tenantId, id))) throw missing()
-      return save(actor, id, await fieldsOf(actor.tenantId, input))
+      return write(actor, id, 'update', await fieldsOf(actor.tenantId, input))
     },
     async patch(actor, id, patch) {
       const current = await getPolicy(sql, actor.tenantId, id)
       if (!current) throw missing()
       // A stored RequireMfa row must be given a released action to change: it is refused like a new one.
-      const merged: AccessPolicyInput = { ...inputOf(current) }
-      for (const [field, value] of Object.entries(patch))
-        if (value !== undefined) (merged as unknown as Record<string, unknown>)[field] = value
-      return save(actor, id, await fieldsOf(actor.tenantId, merged))
+      return write(actor, id, 'update', await fieldsOf(actor.tenantId, applyPatch(inputOf(current), patch)))
     },
     async remove(actor, id) {
       await sql.begin(async (tx) => {

@@ -6,6 +6,7 @@ import type { Actor } from '../auth/request-context.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { applyPatch } from '../platform/patch.ts'
 import { parseSigningCertificate } from './saml-certificate.ts'
 import {
   answerSamlRequest,
@@ -258,6 +259,30 @@ export function createFederationService(deps: {
     applicationIds: row.application_ids,
   })
 
+  /** Stores a registration (new, or changed) with its audit record, in one transaction. */
+  async function write(actor: Actor, id: string, verb: 'create' | 'update', fields: SamlIdpFields) {
+    try {
+      return await sql.begin(async (tx) => {
+        const row =
+          verb === 'create'
+            ? await insertIdp(tx, { ...fields, id, tenant_id: actor.tenantId, created_by: actor.actor })
+            : await updateIdp(tx, actor.tenantId, id, fields)
+        if (!row) throw missing()
+        await audit.recordInTransaction(tx, {
+          ...actor,
+          action: `federation.saml_idp.${verb}`,
+          resource: `saml_idp:${id}`,
+          outcome: 'success',
+          details: { entityId: fields.entity_id, certificateSha256: fields.certificate_sha256 },
+        })
+        return toView(row)
+      })
+    } catch (err) {
+      if (isUniqueViolation(err, 'saml_idps_entity_unique')) throw duplicate()
+      throw err
+    }
+  }
+
   /**
    * node-saml for one registration. Its InResponseTo cache is the saml_requests table: an
    * AuthnRequest is stored bound to the sign-in (interaction) that sent it, and a response is
@@ -339,54 +364,12 @@ export function createFederationService(deps: {
       return toView(row)
     },
     async create(actor, input) {
-      const fields = await fieldsOf(actor.tenantId, input)
-      const id = randomUUID()
-      try {
-        return await sql.begin(async (tx) => {
-          const row = await insertIdp(tx, {
-            ...fields,
-            id,
-            tenant_id: actor.tenantId,
-            created_by: actor.actor,
-          })
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'federation.saml_idp.create',
-            resource: `saml_idp:${id}`,
-            outcome: 'success',
-            details: { entityId: fields.entity_id, certificateSha256: fields.certificate_sha256 },
-          })
-          return toView(row)
-        })
-      } catch (err) {
-        if (isUniqueViolation(err, 'saml_idps_entity_unique')) throw duplicate()
-        throw err
-      }
+      return write(actor, randomUUID(), 'create', await fieldsOf(actor.tenantId, input))
     },
     async update(actor, id, patch) {
       const current = await getIdp(sql, actor.tenantId, id)
       if (!current) throw missing()
-      const merged = { ...inputOf(current) }
-      for (const [field, value] of Object.entries(patch))
-        if (value !== undefined) (merged as unknown as Record<string, unknown>)[field] = value
-      const fields = await fieldsOf(actor.tenantId, merged)
-      try {
-        return await sql.begin(async (tx) => {
-          const row = await updateIdp(tx, actor.tenantId, id, fields)
-          if (!row) throw missing()
-          await audit.recordInTransaction(tx, {
-            ...actor,
-            action: 'federation.saml_idp.update',
-            resource: `saml_idp:${id}`,
-            outcome: 'success',
-            details: { entityId: fields.entity_id, certificateSha256: fields.certificate_sha256 },
-          })
-          return toView(row)
-        })
-      } catch (err) {
-        if (isUniqueViolation(err, 'saml_idps_entity_unique')) throw duplicate()
-        throw err
-      }
+      return write(actor, id, 'update', await fieldsOf(actor.tenantId, applyPatch(inputOf(current), patch)))
     },
     async remove(actor, id) {
       await sql.begin(async (tx) => {
