@@ -1,5 +1,6 @@
 import type { EntropyConfig, EntropySourceConfig } from '../config.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
+import { isLoopbackHost } from '../platform/urls.ts'
 import { createAqnClient } from './aqn-client.ts'
 import {
   createEntropyChain,
@@ -10,8 +11,6 @@ import {
 import type { EntropyClient } from './entropy-client.ts'
 import { createQryptClient } from './qrypt-client.ts'
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost'])
-
 function client(
   name: RemoteSourceName,
   source: EntropySourceConfig | undefined,
@@ -21,7 +20,7 @@ function client(
 ): EntropyClient | undefined {
   if (!source) return undefined
   const url = new URL(source.url)
-  if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
+  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
     // Allowed for an on-premises appliance, but the credential then crosses the network in clear.
     logger.warn({ source: name, protocol: source.protocol }, 'entropy source uses plain http')
   }

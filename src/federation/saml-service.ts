@@ -7,6 +7,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { applyPatch } from '../platform/patch.ts'
+import { isLoopbackHost } from '../platform/urls.ts'
 import { parseSigningCertificate } from './saml-certificate.ts'
 import {
   answerSamlRequest,
@@ -168,8 +169,6 @@ function parseRoot(samlResponse: string) {
   }
 }
 
-const isLoopback = (host: string) => host === 'localhost' || host === '127.0.0.1' || host === '[::1]'
-
 /** https, or http on a loopback host (an IdP on the same machine, as in tests and development). */
 function checkSsoUrl(value: string): string {
   let url: URL
@@ -178,7 +177,7 @@ function checkSsoUrl(value: string): string {
   } catch {
     throw invalidField('body/ssoUrl', 'must be an absolute URL')
   }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname)))
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname)))
     throw invalidField('body/ssoUrl', 'must be https (http only on localhost or 127.0.0.1)')
   if (url.username || url.password) throw invalidField('body/ssoUrl', 'must not carry credentials')
   if (url.hash) throw invalidField('body/ssoUrl', 'must not have a fragment')

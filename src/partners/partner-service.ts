@@ -1,4 +1,5 @@
 import { randomBytes, randomInt, randomUUID } from 'node:crypto'
+import { checkEmail } from '../identity/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -205,10 +206,8 @@ export function createPartnerService(deps: {
   return {
     async createPartner(input, by) {
       const name = input.name.trim()
-      const email = input.email.trim()
       if (!name || name.length > 200) throw invalidField('name', 'must be 1 to 200 characters')
-      if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254)
-        throw invalidField('email', 'must be an e-mail address')
+      const email = checkEmail(input.email)
       const row = await insertPartner(sql, {
         id: randomUUID(),
         name,
