@@ -6,6 +6,7 @@ import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import { startJobs } from './jobs/job-process.ts'
 import type { JobRunner } from './jobs/job-runner.ts'
 import { createServices, type ServiceOptions, type Services } from './services.ts'
+import { signupPages } from './signup/signup-pages.ts'
 import { invitationPages } from './team/invitation-pages.ts'
 import { VERSION } from './version.ts'
 
@@ -34,6 +35,7 @@ export async function startApiProcess(
     ...services,
     version: VERSION,
     redisPrefix: config.redisPrefix,
+    signupRatePerHour: config.signupRatePerHour,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
     entropyStatus: () => services.random.status(),
@@ -44,6 +46,12 @@ export async function startApiProcess(
         accounts: services.accounts,
         csrf: services.identity.csrf,
         pageSettings: services.identity.pageSettings,
+      }),
+      signupPages({
+        signups: services.signups,
+        csrf: services.identity.csrf,
+        pageSettings: services.identity.pageSettings,
+        limit: { redis: services.redis, prefix: config.redisPrefix, perHour: config.signupRatePerHour },
       }),
     ],
   })

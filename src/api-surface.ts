@@ -22,6 +22,7 @@ import { rotationRoutes } from './rotation/rotation-routes.ts'
 import { folderRoutes } from './secrets/folder-routes.ts'
 import { secretRoutes } from './secrets/secret-routes.ts'
 import { settingsRoutes } from './settings/settings-routes.ts'
+import { signupRoutes } from './signup/signup-routes.ts'
 import { teamRoutes } from './team/team-routes.ts'
 import { tenantRoutes } from './tenants/tenant-routes.ts'
 import { webhookRoutes } from './webhooks/webhook-routes.ts'
@@ -39,7 +40,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
       authenticator: deps.authenticator,
       audit: deps.audit,
       ...(deps.bearer ? { bearer: deps.bearer } : {}),
-      partners: deps.partners,
+      partners: deps.partnerCredentials,
     })
     await api.register(healthRoutes(deps))
     await api.register(tenantRoutes(deps.tenants))
@@ -63,6 +64,13 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(samlRoutes(deps.federation))
     await api.register(billingRoutes(deps.billing))
     await api.register(partnerRoutes(deps.partners, { redis: deps.redis, prefix: deps.redisPrefix }))
+    await api.register(
+      signupRoutes(deps.signups, {
+        redis: deps.redis,
+        prefix: deps.redisPrefix,
+        perHour: deps.signupRatePerHour,
+      }),
+    )
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

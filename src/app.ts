@@ -53,10 +53,14 @@ export type AppDeps = Pick<
   | 'federation'
   | 'billing'
   | 'partners'
+  | 'partnerCredentials'
+  | 'signups'
 > & {
   version: string
   /** KMS_REDIS_PREFIX: keys the API writes to Redis (the partner rate limit) start with it. */
   redisPrefix: string
+  /** KMS_SIGNUP_RATE_PER_HOUR: sign-up requests per client IP and hour (API and pages together). */
+  signupRatePerHour: number
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
   accessLog: boolean
@@ -170,6 +174,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             scheme: 'bearer',
             description: 'A partner API key (kmsp_…): /api/v1/partners/* only',
           },
+          PartnerAccessToken: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description:
+              'A partner portal session: an access token of the kms-partner-portal client for the resource urn:kms:partner-portal',
+          },
         },
       },
       security: [{ ApiKey: [] }, { AccessToken: [] }],
@@ -198,6 +209,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         codes: deps.identity.codes,
         accessPolicy: deps.accessPolicies,
         federation: deps.federation,
+        partners: {
+          statusOf: async (accountId) => (await deps.partners.partnerOfAccount(accountId))?.status,
+        },
         issuerName: 'KMS',
         extraPages: deps.identityPages ?? [],
       }),

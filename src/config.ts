@@ -56,6 +56,8 @@ export interface Config {
   stripeWebhookSecret: string | undefined
   /** Partners' commission on their referrals' paid invoices, in basis points (2000 = 20%). */
   partnerCommissionBasisPoints: number
+  /** KMS_SIGNUP_RATE_PER_HOUR: sign-up requests (API and pages together) per client IP and hour. */
+  signupRatePerHour: number
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -94,6 +96,8 @@ export interface IdentityConfig {
   cdnHost: string
   /** KMS_CONSOLE_REDIRECT_URIS: where the console client may be sent back to; default `<issuer>/console/callback`. */
   consoleRedirectUris: string[]
+  /** KMS_PARTNER_PORTAL_REDIRECT_URIS: the partner portal client's; default `<issuer>/partner-portal/callback`. */
+  partnerPortalRedirectUris: string[]
   /** KMS_ID_SIGNING_KEY_ROTATION_DAYS: age at which the job process rotates the token signing key. */
   signingKeyRotationDays: number
 }
@@ -289,6 +293,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sms: smsConfig(env),
     stripeWebhookSecret: env['KMS_STRIPE_WEBHOOK_SECRET'] || undefined,
     partnerCommissionBasisPoints: integer(env, 'KMS_PARTNER_COMMISSION_BPS', 2000, 0, 10_000),
+    signupRatePerHour: integer(env, 'KMS_SIGNUP_RATE_PER_HOUR', 20, 1, 1_000_000),
   }
 }
 
@@ -330,6 +335,8 @@ function identityConfig(env: NodeJS.ProcessEnv): IdentityConfig {
   if (idUrl !== undefined) absoluteHttpUrl('ID_URL', idUrl)
   const consoleRedirectUris = list(env['KMS_CONSOLE_REDIRECT_URIS'])
   for (const uri of consoleRedirectUris) absoluteHttpUrl('KMS_CONSOLE_REDIRECT_URIS', uri)
+  const partnerPortalRedirectUris = list(env['KMS_PARTNER_PORTAL_REDIRECT_URIS'])
+  for (const uri of partnerPortalRedirectUris) absoluteHttpUrl('KMS_PARTNER_PORTAL_REDIRECT_URIS', uri)
   const cdnHost = env['KMS_CDN_HOST'] || 'cdn.jsdelivr.net'
   if (!/^[a-z0-9.-]{1,253}(:\d{1,5})?$/i.test(cdnHost)) {
     throw new ConfigError(`KMS_CDN_HOST must be a host name (optionally with a port), got "${cdnHost}"`)
@@ -338,6 +345,7 @@ function identityConfig(env: NodeJS.ProcessEnv): IdentityConfig {
     idUrl: idUrl?.replace(/\/+$/, ''),
     cdnHost,
     consoleRedirectUris,
+    partnerPortalRedirectUris,
     signingKeyRotationDays: integer(env, 'KMS_ID_SIGNING_KEY_ROTATION_DAYS', 30, 1, 3650),
   }
 }

@@ -8,6 +8,7 @@ import { type ApplicationService, createApplicationService } from './application
 import { type AuditLog, createAuditLog } from './audit/audit-log.ts'
 import { loadAwareWriteConcurrency } from './audit/write-concurrency.ts'
 import { type ApiKeyService, createApiKeyService } from './auth/api-key-service.ts'
+import type { PartnerAuthenticator } from './auth/auth-hook.ts'
 import { type Authenticator, createAuthenticator } from './auth/authenticator.ts'
 import { type BearerAuthenticator, createBearerAuthenticator } from './auth/bearer-authenticator.ts'
 import { type BillingService, createBillingService } from './billing/billing-service.ts'
@@ -37,6 +38,7 @@ import { createServiceMetrics, type ServiceMetrics } from './metrics/service-met
 import { createAllowList } from './outbound/allow-list.ts'
 import type { Resolver } from './outbound/destination.ts'
 import { createOutboundClient, type OutboundClient } from './outbound/outbound-client.ts'
+import { createPartnerAuthenticator } from './partners/partner-authenticator.ts'
 import { createPartnerService, type PartnerService } from './partners/partner-service.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
@@ -48,6 +50,7 @@ import { createFolderService, type FolderService } from './secrets/folder-servic
 import { createSecretSealing } from './secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from './secrets/secret-service.ts'
 import { createSettingsService, type SettingsService } from './settings/settings-service.ts'
+import { createSignupService, type SignupService } from './signup/signup-service.ts'
 import { createSmsSender } from './sms/sms-sender.ts'
 import { createTeamService, type TeamService } from './team/team-service.ts'
 import { createTenantService, type TenantService } from './tenants/tenant-service.ts'
@@ -93,6 +96,10 @@ export interface Services {
   billing: BillingService
   /** The partner programme: partners, their keys and codes, referrals and commissions. */
   partners: PartnerService
+  /** Self-service sign-up of tenants and partners. */
+  signups: SignupService
+  /** Partner API keys and partner portal sessions, on /api/v1/partners/*. */
+  partnerCredentials: PartnerAuthenticator
   clock: Clock
   cryptoPool: CryptoPool
   keys: KeyService
@@ -352,6 +359,18 @@ export async function createServices(
   billing.onInvoicePaid(async ({ tenantId, first }) => {
     if (first) await partners.convert(tenantId)
   })
+  const signups = createSignupService({
+    sql,
+    clock,
+    masterKeys,
+    audit,
+    accounts,
+    directories: { tenants, team, partners },
+    mailQueue,
+    mailer,
+    linkBase: () => identity!.oidc.issuer(),
+  })
+  const partnerCredentials = createPartnerAuthenticator({ partners, portalTokens: identity.verifier })
   metrics.watch({
     audit,
     cryptoPool,
@@ -385,6 +404,8 @@ export async function createServices(
     federation,
     billing,
     partners,
+    signups,
+    partnerCredentials,
     clock,
     cryptoPool,
     keys,

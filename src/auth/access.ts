@@ -20,10 +20,11 @@ export type Access =
    */
   | { readonly kind: 'role'; readonly callers: readonly ['member']; readonly roles: readonly TenantRole[] }
   /**
-   * A partner's API key (`Authorization: Bearer kmsp_…`) and nothing else: tenants' keys and
-   * members' tokens are 401 here, and partner keys are 401 everywhere else (docs/partners.md).
+   * A partner: its API key (`Authorization: Bearer kmsp_…`) or, where `via` says, a person signed
+   * in to the partner portal (an access token of the portal client). Tenants' keys and members'
+   * tokens are 401 here, and partner credentials are 401 everywhere else (docs/partners.md).
    */
-  | { readonly kind: 'partner' }
+  | { readonly kind: 'partner'; readonly via: readonly ('apiKey' | 'session')[] }
 
 const MACHINES_AND_PEOPLE: readonly PrincipalKind[] = ['apiKey', 'member']
 
@@ -37,8 +38,10 @@ export const access = {
     callers: MACHINES_AND_PEOPLE,
     anyOf,
   }),
-  /** Partner API keys only (/api/v1/partners/*). */
-  partner: (): Access => ({ kind: 'partner' }),
+  /** Partner API keys and portal sessions (/api/v1/partners/*). */
+  partner: (): Access => ({ kind: 'partner', via: ['apiKey', 'session'] }),
+  /** A person signed in to the partner portal only (managing API keys): a partner key is 403. */
+  partnerPortal: (): Access => ({ kind: 'partner', via: ['session'] }),
   /** Team members only, with one of the roles. */
   role: (...roles: readonly [TenantRole, ...TenantRole[]]): Access => ({
     kind: 'role',

@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuditLog } from '../audit/audit-log.ts'
-import { forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
+import { AppError, forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
 import { type Access, access as accessOf } from './access.ts'
 import type { Authenticator } from './authenticator.ts'
 import type { BearerAuthenticator } from './bearer-authenticator.ts'
 import { actorIdOf, type Principal } from './principal.ts'
+import type { PartnerCredential } from './request-context.ts'
 
 export const API_PREFIX = '/api/v1'
 
@@ -71,9 +72,9 @@ const bearerOf = (request: FastifyRequest): string | undefined => {
   return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1]
 }
 
-/** Partner API keys (src/partners): the partner and key a presented key belongs to. */
+/** Partner credentials (src/partners): the partner an API key or a portal access token belongs to. */
 export interface PartnerAuthenticator {
-  authenticate(presented: string): Promise<{ partnerId: string; keyId: string } | undefined>
+  authenticate(presented: string): Promise<PartnerCredential | undefined>
 }
 
 /**
@@ -120,6 +121,13 @@ export function registerAuthentication(
       const partner = token && deps.partners ? await deps.partners.authenticate(token) : undefined
       if (!partner) throw unauthorized()
       request.partner = partner
+      // Keys are for machines; what changes the partner's credentials is a person's.
+      if (!access.via.includes(partner.keyId ? 'apiKey' : 'session'))
+        throw new AppError(
+          403,
+          'partner_session_required',
+          'Only a person signed in to the partner portal may do this; partner API keys may not',
+        )
       return
     }
 

@@ -2,12 +2,22 @@ import type { FastifyRequest } from 'fastify'
 import { unauthorized } from '../platform/errors.ts'
 import { actorIdOf, type Principal } from './principal.ts'
 
+/** A partner's caller: an API key (`kmsp_…`) or a person signed in to the partner portal. */
+export interface PartnerCredential {
+  partnerId: string
+  keyId: string | null
+  accountId: string | null
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the authentication hook on every non-public /api/v1 request. */
     principal: Principal | null
-    /** Set instead on partner routes (access kind `partner`): which partner, through which key. */
-    partner: { partnerId: string; keyId: string } | null
+    /**
+     * Set instead on partner routes (access kind `partner`): which partner, through which API key
+     * or which portal account (exactly one of the two).
+     */
+    partner: PartnerCredential | null
   }
 }
 

@@ -55,6 +55,9 @@ Commands:
   mark-invoice-paid --id INVOICE_ID              Mark an open invoice paid
   create-partner --name NAME --email EMAIL       Create a partner of the partner programme
   create-partner-key --partner ID --name NAME    A partner API key (kmsp_…), printed once
+  list-partners [--status STATUS]                Partners (pending, active, suspended, rejected)
+  approve-partner --partner ID                   Approve a partner who signed up (pending → active)
+  reject-partner --partner ID                    Reject a partner who signed up (pending → rejected)
   calculate-commissions [--period YYYY-MM]       Partners' commissions of a month that has ended (default:
                                                  last month), once per referral
   record-payout --partner ID --period YYYY-MM    Mark a partner's commissions of a month paid
@@ -200,6 +203,7 @@ export async function runCli(argv: string[]): Promise<void> {
       plan: { type: 'string' },
       period: { type: 'string' },
       partner: { type: 'string' },
+      status: { type: 'string' },
     },
     strict: true,
   })
@@ -331,6 +335,26 @@ export async function runCli(argv: string[]): Promise<void> {
       const name = required(values, 'name')
       await withServices(config, logger, async ({ partners }) =>
         print({ partnerId, ...(await partners.createKey(partnerId, name, 'cli')) }),
+      )
+      return
+    }
+    case 'list-partners': {
+      const status = values.status
+      const statuses = ['pending', 'active', 'suspended', 'rejected'] as const
+      if (status !== undefined && !(statuses as readonly string[]).includes(status))
+        throw new UsageError(`--status must be one of ${statuses.join(', ')}`)
+      await withServices(config, logger, async ({ partners }) => {
+        const list = await partners.list(status as (typeof statuses)[number] | undefined)
+        print({ data: list, total: list.length })
+      })
+      return
+    }
+    case 'approve-partner':
+    case 'reject-partner': {
+      const partnerId = requiredId(values, 'partner')
+      const decision = command === 'approve-partner' ? 'approve' : 'reject'
+      await withServices(config, logger, async ({ partners }) =>
+        print(await partners.decide(partnerId, decision, 'cli')),
       )
       return
     }

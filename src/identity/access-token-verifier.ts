@@ -4,7 +4,12 @@ import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import { createReadThroughCache } from '../platform/read-through-cache.ts'
-import { CONSOLE_CLIENT_ID, tenantOfResource } from './oidc-provider.ts'
+import {
+  CONSOLE_CLIENT_ID,
+  PARTNER_PORTAL_CLIENT_ID,
+  PARTNER_PORTAL_RESOURCE,
+  tenantOfResource,
+} from './oidc-provider.ts'
 import { grantExists } from './oidc-store.ts'
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.ts'
 
@@ -27,7 +32,11 @@ export function createAccessTokenVerifier(deps: {
   issuer: () => string
   clock: Clock
   grantCacheTtlMs: number
-}): AccessTokenVerifier & { grantRevoked(grantId: string): Promise<void> } {
+}): AccessTokenVerifier & {
+  grantRevoked(grantId: string): Promise<void>
+  /** The partner portal's tokens (`aud = urn:kms:partner-portal`): the account and grant. */
+  verifyPartnerPortal(token: string): Promise<{ accountId: string; grantId: string } | undefined>
+} {
   const grants = createReadThroughCache<boolean>({ ttlMs: deps.grantCacheTtlMs, maxEntries: 50_000 })
   deps.bus.subscribe(GRANT_TOPIC, (grantId) => grants.dropGroup(grantId))
   deps.bus.onResync(() => grants.clear())
@@ -43,43 +52,57 @@ export function createAccessTokenVerifier(deps: {
     }
   }
 
+  /** A token of `clientId`, checked whole: signature, issuer, lifetime, a live grant. */
+  async function check(
+    token: string,
+    clientId: string,
+  ): Promise<{ sub: string; aud: string; gid: string } | undefined> {
+    const parts = token.split('.')
+    if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) return undefined
+    const [headerText, payloadText, signatureText] = parts as [string, string, string]
+    const header = decode(headerText)
+    if (
+      !header ||
+      header['alg'] !== SIGNING_ALG ||
+      header['typ'] !== 'at+jwt' ||
+      typeof header['kid'] !== 'string'
+    )
+      return undefined
+    const keys = await deps.signingKeys.current()
+    const key = keys.published.find((candidate) => candidate.kid === header['kid'])
+    if (!key) return undefined
+    const signature = Buffer.from(signatureText, 'base64url')
+    if (signature.length !== 64) return undefined
+    const signed = Buffer.from(`${headerText}.${payloadText}`, 'ascii')
+    if (!verifySignature('sha256', signed, { key: key.publicKey, dsaEncoding: 'ieee-p1363' }, signature))
+      return undefined
+    const claims = decode(payloadText)
+    if (!claims) return undefined
+    const now = Math.floor(deps.clock.now().getTime() / 1000)
+    const { iss, aud, exp, nbf, sub, gid } = claims
+    if (iss !== deps.issuer() || claims['client_id'] !== clientId) return undefined
+    if (typeof exp !== 'number' || exp + LEEWAY_SECONDS <= now) return undefined
+    if (typeof nbf === 'number' && nbf - LEEWAY_SECONDS > now) return undefined
+    if (typeof aud !== 'string' || typeof sub !== 'string' || typeof gid !== 'string' || gid.length > 128)
+      return undefined
+    if (!(await grants.get(gid, '', () => grantExists(deps.sql, gid)))) return undefined
+    return { sub, aud, gid }
+  }
+
   return {
     async grantRevoked(grantId) {
       await deps.bus.publish(GRANT_TOPIC, grantId)
     },
     async verify(token) {
-      const parts = token.split('.')
-      if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) return undefined
-      const [headerText, payloadText, signatureText] = parts as [string, string, string]
-      const header = decode(headerText)
-      if (
-        !header ||
-        header['alg'] !== SIGNING_ALG ||
-        header['typ'] !== 'at+jwt' ||
-        typeof header['kid'] !== 'string'
-      )
-        return undefined
-      const keys = await deps.signingKeys.current()
-      const key = keys.published.find((candidate) => candidate.kid === header['kid'])
-      if (!key) return undefined
-      const signature = Buffer.from(signatureText, 'base64url')
-      if (signature.length !== 64) return undefined
-      const signed = Buffer.from(`${headerText}.${payloadText}`, 'ascii')
-      if (!verifySignature('sha256', signed, { key: key.publicKey, dsaEncoding: 'ieee-p1363' }, signature))
-        return undefined
-      const claims = decode(payloadText)
-      if (!claims) return undefined
-      const now = Math.floor(deps.clock.now().getTime() / 1000)
-      const { iss, aud, exp, nbf, sub, gid, client_id: clientId } = claims
-      if (iss !== deps.issuer() || clientId !== CONSOLE_CLIENT_ID) return undefined
-      if (typeof exp !== 'number' || exp + LEEWAY_SECONDS <= now) return undefined
-      if (typeof nbf === 'number' && nbf - LEEWAY_SECONDS > now) return undefined
-      if (typeof aud !== 'string' || typeof sub !== 'string' || typeof gid !== 'string' || gid.length > 128)
-        return undefined
-      const tenantId = tenantOfResource(aud)
-      if (!tenantId) return undefined
-      if (!(await grants.get(gid, '', () => grantExists(deps.sql, gid)))) return undefined
-      return { accountId: sub, tenantId, grantId: gid }
+      const checked = await check(token, CONSOLE_CLIENT_ID)
+      const tenantId = checked && tenantOfResource(checked.aud)
+      return checked && tenantId ? { accountId: checked.sub, tenantId, grantId: checked.gid } : undefined
+    },
+    async verifyPartnerPortal(token) {
+      const checked = await check(token, PARTNER_PORTAL_CLIENT_ID)
+      return checked?.aud === PARTNER_PORTAL_RESOURCE
+        ? { accountId: checked.sub, grantId: checked.gid }
+        : undefined
     },
   }
 }

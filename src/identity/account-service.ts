@@ -27,6 +27,8 @@ import { decoyHash, hashPassword, MAX_PASSWORD_LENGTH, verifyPassword } from './
 import { base32Encode, matchTotp, newTotpSecret, otpauthUri } from './totp.ts'
 
 export const TEAM_REALM = 'team'
+/** The realm of partners' people: they sign in to the partner portal (src/partners). */
+export const PARTNER_REALM = 'partners'
 /** The realm of a tenant's end-users: the same address in two tenants is two accounts. */
 export const tenantRealm = (tenantId: string) => `tenant:${tenantId}`
 /** The tenant whose end-users a realm holds; undefined for the team realm. */
@@ -143,7 +145,14 @@ export interface AccountService {
   /** An account of any realm (a tenant's end-users: `tenantRealm(id)`); 409 `account_exists`. */
   createAccount(
     realm: string,
-    input: { id?: string; email: string; displayName?: string | null; password?: string | null },
+    input: {
+      id?: string
+      email: string
+      displayName?: string | null
+      password?: string | null
+      /** A password hashed beforehand (preparePassword), so no hashing happens inside `tx`. */
+      passwordHash?: string
+    },
     tx?: Queryable,
   ): Promise<AccountView>
   findAccount(realm: string, email: string, tx?: Queryable): Promise<AccountView | undefined>
@@ -274,14 +283,20 @@ export function createAccountService(deps: {
 
   async function createAccount(
     realm: string,
-    input: { id?: string; email: string; displayName?: string | null; password?: string | null },
+    input: {
+      id?: string
+      email: string
+      displayName?: string | null
+      password?: string | null
+      passwordHash?: string
+    },
     tx?: Queryable,
   ): Promise<AccountView> {
     const email = checkEmail(input.email)
     const displayName = input.displayName?.trim() || null
     if (displayName && displayName.length > 200)
       throw invalidField('displayName', 'must be at most 200 characters')
-    let passwordHash: string | null = null
+    let passwordHash: string | null = input.passwordHash ?? null
     if (input.password != null) {
       const problems = passwordProblems(input.password, TEAM_PASSWORD_POLICY)
       if (problems.length > 0) throw invalidField('password', `must have ${problems.join(', ')}`)

@@ -78,8 +78,9 @@ export function createIdentity(deps: {
   // The verifier and the provider need each other: the provider reports revoked grants, the
   // verifier needs the issuer.
   let verifier: ReturnType<typeof createAccessTokenVerifier> | undefined
+  // The console and the partner portal are the service's own clients: one CORS list for both.
   const consoleOrigins = () =>
-    deps.config.consoleRedirectUris.flatMap((uri) => {
+    [...deps.config.consoleRedirectUris, ...deps.config.partnerPortalRedirectUris].flatMap((uri) => {
       try {
         return [new URL(uri).origin]
       } catch {

@@ -158,7 +158,7 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
     await app.register(accountLinkPages(deps))
     for (const pages of deps.extraPages ?? []) await app.register(pages)
     // Anything else under the pages' paths (another method, a step that does not exist): a page too.
-    for (const url of ['/sign-in/*', '/invitations/*']) {
+    for (const url of ['/sign-in/*', '/invitations/*', '/signup/*', '/partners/*']) {
       app.all(url, async (request, reply) => send(request, reply, 404, 'This page does not exist.'))
     }
   }

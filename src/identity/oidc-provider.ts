@@ -15,7 +15,7 @@ import type { IdentityConfig } from '../config.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Sql } from '../platform/database.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
-import { type AccountService, TEAM_REALM, tenantRealm } from './account-service.ts'
+import { type AccountService, PARTNER_REALM, TEAM_REALM, tenantRealm } from './account-service.ts'
 import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import type { PageSettings } from './pages/layout.ts'
@@ -24,6 +24,13 @@ import type { MfaMethods } from './pages/sign-in-routes.ts'
 import type { SigningKeys } from './signing-keys.ts'
 
 export const CONSOLE_CLIENT_ID = 'kms-console'
+/** The partner portal's client: partners' people (their own realm) sign in for the partner API. */
+export const PARTNER_PORTAL_CLIENT_ID = 'kms-partner-portal'
+/** The partner portal's resource indicator: its access tokens carry it as `aud`. */
+export const PARTNER_PORTAL_RESOURCE = 'urn:kms:partner-portal'
+/** The service's own clients: first-party (no consent page), not a tenant's applications. */
+export const isServiceClient = (clientId: unknown): boolean =>
+  clientId === CONSOLE_CLIENT_ID || clientId === PARTNER_PORTAL_CLIENT_ID
 /** The resource indicator of a tenant's API: an access token for it carries it as `aud`. */
 export const TENANT_RESOURCE_PREFIX = 'urn:kms:tenant:'
 const TENANT_RESOURCE = /^urn:kms:tenant:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
@@ -99,6 +106,7 @@ export const CLIENT_APPLICATION = 'kms_application_id'
 /** The realm whose accounts may sign in to a client: the team's for the console, the tenant's for its applications. */
 export function realmOfClient(client: { clientId: string; [key: string]: unknown }): string | undefined {
   if (client.clientId === CONSOLE_CLIENT_ID) return TEAM_REALM
+  if (client.clientId === PARTNER_PORTAL_CLIENT_ID) return PARTNER_REALM
   const tenantId = client[CLIENT_TENANT]
   return typeof tenantId === 'string' ? tenantRealm(tenantId) : undefined
 }
@@ -216,6 +224,10 @@ async function build(
     deps.config.consoleRedirectUris.length > 0
       ? deps.config.consoleRedirectUris
       : [`${issuer}/console/callback`]
+  const portalRedirectUris =
+    deps.config.partnerPortalRedirectUris.length > 0
+      ? deps.config.partnerPortalRedirectUris
+      : [`${issuer}/partner-portal/callback`]
 
   const accountIdOf = (ctx: KoaContextWithOIDC): string | undefined =>
     ctx.oidc.account?.accountId ??
@@ -237,6 +249,17 @@ async function build(
         response_types: ['code'],
         redirect_uris: redirectUris,
         post_logout_redirect_uris: redirectUris,
+      },
+      {
+        client_id: PARTNER_PORTAL_CLIENT_ID,
+        client_name: 'Partner portal',
+        application_type: 'web',
+        token_endpoint_auth_method: 'none',
+        id_token_signed_response_alg: 'ES256',
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        redirect_uris: portalRedirectUris,
+        post_logout_redirect_uris: portalRedirectUris,
       },
     ],
     jwks: { keys: keys.privateJwks as never },
@@ -286,6 +309,16 @@ async function build(
         defaultResource: async (_ctx, _client, oneOf) => oneOf,
         useGrantedResource: async () => false,
         getResourceServerInfo: async (ctx, resource, client) => {
+          if (client.clientId === PARTNER_PORTAL_CLIENT_ID) {
+            if (resource !== PARTNER_PORTAL_RESOURCE) throw new errors.InvalidTarget()
+            return {
+              scope: 'api',
+              audience: resource,
+              accessTokenTTL: TOKEN_TTL.accessToken,
+              accessTokenFormat: 'jwt',
+              jwt: { sign: { alg: 'ES256' } },
+            }
+          }
           if (client.clientId !== CONSOLE_CLIENT_ID) return applicationResource(deps, resource, client)
           const tenantId = tenantOfResource(resource)
           if (!tenantId) throw new errors.InvalidTarget()
@@ -325,7 +358,7 @@ async function build(
       if (token.kind !== 'AccessToken') return undefined
       const client = ctx.oidc.client
       const roles =
-        client && client.clientId !== CONSOLE_CLIENT_ID && token.accountId
+        client && !isServiceClient(client.clientId) && token.accountId
           ? await rolesFor(deps, client, token.accountId)
           : undefined
       return { gid: token.grantId, ...(roles ? { roles } : {}) }
@@ -359,7 +392,7 @@ async function build(
           email: account.email,
           email_verified: true,
           ...(account.displayName ? { name: account.displayName } : {}),
-          ...(client && client.clientId !== CONSOLE_CLIENT_ID
+          ...(client && !isServiceClient(client.clientId)
             ? { roles: (await rolesFor(deps, client, account.id)) ?? [] }
             : {}),
         }),
@@ -385,7 +418,7 @@ async function build(
     // Spec 4.4: the tenant's allow-list (the surface made sure it is loaded: this must be synchronous).
     clientBasedCORS: (_ctx, origin, client) =>
       deps.cors.allows(
-        client.clientId === CONSOLE_CLIENT_ID ? CONSOLE_LIST : String(client[CLIENT_TENANT] ?? ''),
+        isServiceClient(client.clientId) ? CONSOLE_LIST : String(client[CLIENT_TENANT] ?? ''),
         origin,
       ),
   }

@@ -18,10 +18,13 @@ import {
   mailJobOptions,
   ONE_TIME_CODE_JOB,
   type OneTimeCodeJob,
+  SIGNUP_EMAIL_JOB,
+  type SignupEmailJob,
 } from '../mail/mail-queue.ts'
 import type { PartnerService } from '../partners/partner-service.ts'
 import type { RotationService } from '../rotation/rotation-service.ts'
 import type { SecretService } from '../secrets/secret-service.ts'
+import type { SignupService } from '../signup/signup-service.ts'
 import type { TeamService } from '../team/team-service.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 import { createFairScheduler } from './fair-scheduler.ts'
@@ -68,6 +71,8 @@ export interface JobDeps {
   billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>
   /** Last month's partner commissions, once per referral (lifecycle sweep). */
   partners: Pick<PartnerService, 'calculateCommissions'>
+  /** Sign-ups' confirmation e-mails, and those whose job was lost. */
+  signups: Pick<SignupService, 'deliver' | 'overdue'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -183,11 +188,20 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         for (const linkId of lostLinks) {
           await mail.add(ACCOUNT_LINK_EMAIL_JOB, { linkId }, mailJobOptions(`link.${linkId}`, 1))
         }
-        const resent = { resentInvitations: lost.length, resentLinks: lostLinks.length }
+        // And a sign-up's confirmation.
+        const lostSignups = await deps.signups.overdue(grace)
+        for (const signupId of lostSignups) {
+          await mail.add(SIGNUP_EMAIL_JOB, { signupId }, mailJobOptions(`signup.${signupId}`, 1))
+        }
+        const resent = {
+          resentInvitations: lost.length,
+          resentLinks: lostLinks.length,
+          resentSignups: lostSignups.length,
+        }
         if (
           swept.expiredModels > 0 ||
           swept.rotatedToVersion !== null ||
-          lost.length + lostLinks.length > 0
+          lost.length + lostLinks.length + lostSignups.length > 0
         ) {
           logger.info({ ...swept, ...resent }, 'identity sweep')
         }
@@ -237,7 +251,11 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   // last failure is recorded on the invitation and in the audit log.
   const mailWorker = new Worker(
     MAIL_QUEUE,
-    async (job: Job<InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob | AccessDecisionJob>) => {
+    async (
+      job: Job<
+        InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob | AccessDecisionJob | SignupEmailJob
+      >,
+    ) => {
       const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
       if (job.name === INVITATION_EMAIL_JOB)
         return deps.team.deliverInvitation(job.data as InvitationEmailJob, final)
@@ -247,6 +265,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         return deps.identity.codes.deliver((job.data as OneTimeCodeJob).otpId, final)
       if (job.name === ACCESS_DECISION_JOB)
         return deps.accessPolicies.deliverDecision((job.data as AccessDecisionJob).requestId, final)
+      if (job.name === SIGNUP_EMAIL_JOB)
+        return deps.signups.deliver((job.data as SignupEmailJob).signupId, final)
       return null
     },
     { ...options, concurrency: 4 },

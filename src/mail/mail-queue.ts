@@ -23,6 +23,12 @@ export interface AccessDecisionJob {
   requestId: string
 }
 
+/** A sign-up's confirmation link (src/signup). */
+export const SIGNUP_EMAIL_JOB = 'signup-email'
+export interface SignupEmailJob {
+  signupId: string
+}
+
 export interface InvitationEmailJob {
   invitationId: string
   sendCount: number
@@ -34,6 +40,7 @@ export interface MailQueue {
   enqueueAccountLink(job: AccountLinkEmailJob): Promise<void>
   enqueueCode(job: OneTimeCodeJob): Promise<void>
   enqueueAccessDecision(job: AccessDecisionJob): Promise<void>
+  enqueueSignup(job: SignupEmailJob): Promise<void>
   close(): Promise<void>
 }
 
@@ -86,6 +93,10 @@ export function createMailQueue(deps: {
     async enqueueAccountLink(job) {
       const { queue: q } = await open()
       await q.add(ACCOUNT_LINK_EMAIL_JOB, job, mailJobOptions(`link.${job.linkId}`, deps.attempts))
+    },
+    async enqueueSignup(job) {
+      const { queue: q } = await open()
+      await q.add(SIGNUP_EMAIL_JOB, job, mailJobOptions(`signup.${job.signupId}`, deps.attempts))
     },
     async close() {
       if (!queue) return

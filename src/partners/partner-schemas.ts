@@ -105,3 +105,73 @@ export const WebhookSecretSchema = Type.Object(
   { additionalProperties: false },
 )
 nameSchema(WebhookSecretSchema, 'PartnerWebhookSecret')
+
+export const PartnerSchema = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    email: Type.String(),
+    status: Type.Enum(['pending', 'active', 'suspended', 'rejected'], {
+      description: 'pending: signed up, waiting for an operator; active: approved (or made by an operator)',
+    }),
+    createdAt: Timestamp('Created'),
+    decidedAt: Type.Union([Timestamp('When an operator approved or rejected the sign-up'), Type.Null()]),
+  },
+  { additionalProperties: false },
+)
+nameSchema(PartnerSchema, 'Partner')
+
+export const PartnerKeySchema = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    prefix: Type.String({
+      description: 'The key’s first characters (kmsp_ and its lookup id), to recognise it',
+    }),
+    createdAt: Timestamp('Created'),
+    createdBy: Type.String({ description: 'partneruser:<account id>, or the operator' }),
+    revokedAt: Type.Union([Timestamp('Revoked'), Type.Null()]),
+  },
+  { additionalProperties: false },
+)
+nameSchema(PartnerKeySchema, 'PartnerApiKey')
+
+export const CreatedPartnerKeySchema = Type.Object(
+  {
+    ...PartnerKeySchema.properties,
+    key: Type.String({ description: 'The key itself: shown this once, only its hash is kept' }),
+  },
+  { additionalProperties: false },
+)
+nameSchema(CreatedPartnerKeySchema, 'CreatedPartnerApiKey')
+
+export const PartnerKeyListSchema = Type.Object(
+  { data: Type.Array(PartnerKeySchema) },
+  { additionalProperties: false },
+)
+nameSchema(PartnerKeyListSchema, 'PartnerApiKeyList')
+
+export const CreatePartnerKeyBody = Type.Object(
+  { name: Printable(100, 'What the key is for') },
+  { additionalProperties: false, examples: [{ name: 'CRM sync' }] },
+)
+nameSchema(CreatePartnerKeyBody, 'CreatePartnerApiKey')
+
+export const PartnerAuditEventSchema = Type.Object(
+  {
+    id: Type.String(),
+    occurredAt: Timestamp('When'),
+    actor: Type.String({ description: 'partnerkey:<id>, partneruser:<account id>, or the operator' }),
+    action: Type.String({ examples: ['partner.api_key.create'] }),
+    resource: Type.String(),
+    details: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { additionalProperties: false },
+)
+nameSchema(PartnerAuditEventSchema, 'PartnerAuditEvent')
+
+export const PartnerAuditListSchema = Type.Object(
+  { data: Type.Array(PartnerAuditEventSchema), total: Type.Integer() },
+  { additionalProperties: false },
+)
+nameSchema(PartnerAuditListSchema, 'PartnerAuditList')

@@ -5,12 +5,15 @@ import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { isUuid } from '../platform/ids.ts'
 import type { PartnerWebhookEvent } from '../webhooks/webhook-service.ts'
 import { partnerKeys } from './partner-key-format.ts'
 import {
   commissionsOf,
   convertedReferrals,
   convertReferral,
+  countLivePartnerKeys,
+  decidePartner,
   deleteEndpoint,
   endpointsOf,
   findCode,
@@ -20,19 +23,59 @@ import {
   insertCommission,
   insertEndpoint,
   insertPartner,
+  insertPartnerAudit,
   insertPartnerKey,
   insertReferral,
+  listPartnerAudit,
+  listPartnerKeys,
+  listPartners,
   listReferrals,
+  lockPartner,
+  type PartnerKeyRow,
   type PartnerRow,
+  partnerOfAccount,
   recordPayout,
+  revokePartnerKey,
   sealedSecretOf,
   storeSecretIfNone,
 } from './partner-store.ts'
 
-/** A partner API key's caller: which partner, through which key (the rate limit's unit). */
+/**
+ * Who calls the partner API: a partner through one of its API keys, or a person of the partner
+ * signed in to the portal (docs/partners.md "Partner accounts"). The key (or the account) is the
+ * rate limit's unit and the audit trail's actor.
+ */
 export interface PartnerCaller {
   partnerId: string
-  keyId: string
+  /** The API key used; null for a portal session. */
+  keyId: string | null
+  /** The partner-realm account signed in; null for an API key. */
+  accountId: string | null
+  requestId?: string | null
+  clientIp?: string | null
+}
+
+/** `partnerkey:<id>` or `partneruser:<accountId>`: the actor of the partner's audit trail. */
+export const partnerActorOf = (caller: PartnerCaller): string =>
+  caller.keyId ? `partnerkey:${caller.keyId}` : `partneruser:${caller.accountId}`
+
+export interface PartnerKeyView {
+  id: string
+  name: string
+  /** The first characters of the key, to recognise it (`kmsp_` and its lookup id). */
+  prefix: string
+  createdAt: string
+  createdBy: string
+  revokedAt: string | null
+}
+
+export interface PartnerAuditView {
+  id: string
+  occurredAt: string
+  actor: string
+  action: string
+  resource: string
+  details: Record<string, unknown>
 }
 
 export interface PartnerView {
@@ -41,7 +84,20 @@ export interface PartnerView {
   email: string
   status: PartnerRow['status']
   createdAt: string
+  decidedAt: string | null
 }
+
+const toPartnerView = (row: PartnerRow): PartnerView => ({
+  id: row.id,
+  name: row.name,
+  email: row.email,
+  status: row.status,
+  createdAt: row.created_at.toISOString(),
+  decidedAt: row.decided_at?.toISOString() ?? null,
+})
+
+/** A partner may hold this many live API keys (revoke one to make room). */
+export const MAX_PARTNER_KEYS = 20
 
 export interface ReferralView {
   id: string
@@ -64,12 +120,40 @@ const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
 const CODE_LENGTH = 10
 
 export interface PartnerService {
-  /** The operator's CLI. */
+  /** The operator's CLI: an active partner (no portal account). */
   createPartner(input: { name: string; email: string }, by: string): Promise<PartnerView>
+  /**
+   * Partner sign-up (src/signup), in the caller's transaction: a pending partner whose portal
+   * account is `accountId`, waiting for an operator's approval.
+   */
+  createPending(
+    input: { name: string; email: string; accountId: string; clientIp: string | null },
+    tx: Queryable,
+  ): Promise<PartnerView>
+  /** The operator's CLI. */
+  list(status?: PartnerRow['status']): Promise<PartnerView[]>
+  /** The operator approves (active) or rejects a pending partner; 409 `partner_not_pending` otherwise. */
+  decide(partnerId: string, decision: 'approve' | 'reject', by: string): Promise<PartnerView>
+  /** The partner a portal account belongs to, whatever its status (the sign-in page says why it may not enter). */
+  partnerOfAccount(accountId: string): Promise<PartnerView | undefined>
+  /** A portal session's caller: only for an active partner. */
+  sessionCaller(accountId: string): Promise<PartnerCaller | undefined>
+  profile(caller: PartnerCaller): Promise<PartnerView>
   /** The operator's CLI: the key is shown once; only its hash is kept. */
   createKey(partnerId: string, name: string, by: string): Promise<{ id: string; key: string }>
+  /** The portal (a signed-in person): a new key, shown once. 409 `partner_key_limit` past MAX_PARTNER_KEYS. */
+  issueKey(caller: PartnerCaller, name: string): Promise<PartnerKeyView & { key: string }>
+  listKeys(caller: PartnerCaller): Promise<{ data: PartnerKeyView[] }>
+  revokeKey(caller: PartnerCaller, id: string): Promise<PartnerKeyView>
+  /** The partner's own audit trail, newest first. */
+  auditTrail(
+    caller: PartnerCaller,
+    page: { limit: number; offset: number },
+  ): Promise<{ data: PartnerAuditView[]; total: number }>
   /** `Authorization: Bearer kmsp_…` on /api/v1/partners/*: undefined for anything else. */
   authenticate(presented: string): Promise<PartnerCaller | undefined>
+  /** A sign-up's `?ref=`: the code as stored, if it exists. */
+  findCode(code: string): Promise<string | undefined>
   createCode(caller: PartnerCaller, label: string): Promise<{ code: string; url: string; createdAt: string }>
   referrals(
     caller: PartnerCaller,
@@ -77,8 +161,11 @@ export interface PartnerService {
   ): Promise<{ data: ReferralView[]; total: number }>
   /** 400 naming `period` when it is not YYYY-MM. */
   commissions(caller: PartnerCaller, period: string): Promise<{ data: CommissionView[]; totalAmount: number }>
-  /** Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral; false for an unknown code. */
-  attribute(tenantId: string, code: string): Promise<boolean>
+  /**
+   * Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral (and
+   * `referral.created` is queued), in the caller's transaction when given; false for an unknown code.
+   */
+  attribute(tenantId: string, code: string, tx?: Queryable): Promise<boolean>
   /** The partner's webhook endpoints (events go to each). */
   addEndpoint(caller: PartnerCaller, url: string): Promise<EndpointView>
   listEndpoints(caller: PartnerCaller): Promise<{ data: EndpointView[] }>
@@ -167,6 +254,27 @@ export function createPartnerService(deps: {
       await deps.outbox.enqueueForPartner(tx, endpoint.url, { type, partnerId, data }, now)
   }
 
+  /** One line of the partner's audit trail, in the transaction of the change it records. */
+  async function record(
+    db: Queryable,
+    partnerId: string,
+    by: PartnerCaller | { actor: string; clientIp?: string | null; requestId?: string | null },
+    action: string,
+    resource: string,
+    details: Record<string, unknown>,
+  ) {
+    await insertPartnerAudit(db, {
+      partner_id: partnerId,
+      occurred_at: clock.now(),
+      actor: 'partnerId' in by ? partnerActorOf(by) : by.actor,
+      action,
+      resource,
+      details,
+      client_ip: by.clientIp ?? null,
+      request_id: by.requestId ?? null,
+    })
+  }
+
   /** The tenant's referral, if any and active, becomes converted; `referral.converted` is sent. */
   function convertTenant(tenantId: string): Promise<boolean> {
     return sql.begin(async (tx) => {
@@ -208,21 +316,148 @@ export function createPartnerService(deps: {
       const name = input.name.trim()
       if (!name || name.length > 200) throw invalidField('name', 'must be 1 to 200 characters')
       const email = checkEmail(input.email)
-      const row = await insertPartner(sql, {
+      return sql.begin(async (tx) => {
+        const row = await insertPartner(tx, {
+          id: randomUUID(),
+          name,
+          email,
+          status: 'active',
+          created_at: clock.now(),
+          created_by: by,
+          account_id: null,
+        })
+        await record(tx, row.id, { actor: by }, 'partner.create', `partner:${row.id}`, {})
+        return toPartnerView(row)
+      })
+    },
+    async createPending(input, tx) {
+      const name = input.name.trim()
+      if (!name || name.length > 200) throw invalidField('name', 'must be 1 to 200 characters')
+      const row = await insertPartner(tx, {
         id: randomUUID(),
         name,
-        email,
-        status: 'active',
+        email: checkEmail(input.email),
+        status: 'pending',
         created_at: clock.now(),
-        created_by: by,
+        created_by: `partneruser:${input.accountId}`,
+        account_id: input.accountId,
+      })
+      await record(
+        tx,
+        row.id,
+        { actor: `partneruser:${input.accountId}`, clientIp: input.clientIp },
+        'partner.signup',
+        `partner:${row.id}`,
+        {},
+      )
+      return toPartnerView(row)
+    },
+    async list(status) {
+      return (await listPartners(sql, status)).map(toPartnerView)
+    },
+    async decide(partnerId, decision, by) {
+      if (!isUuid(partnerId)) throw notFound('partner_not_found', 'Partner')
+      return sql.begin(async (tx) => {
+        const row = await decidePartner(tx, {
+          id: partnerId,
+          status: decision === 'approve' ? 'active' : 'rejected',
+          at: clock.now(),
+          by,
+        })
+        if (!row) {
+          const current = await getPartner(tx, partnerId)
+          if (!current) throw notFound('partner_not_found', 'Partner')
+          throw new AppError(409, 'partner_not_pending', `The partner is ${current.status}, not pending`, {
+            status: current.status,
+          })
+        }
+        await record(tx, row.id, { actor: by }, `partner.${decision}`, `partner:${row.id}`, {})
+        return toPartnerView(row)
+      })
+    },
+    async partnerOfAccount(accountId) {
+      const row = await partnerOfAccount(sql, accountId)
+      return row ? toPartnerView(row) : undefined
+    },
+    async sessionCaller(accountId) {
+      const row = await partnerOfAccount(sql, accountId)
+      return row?.status === 'active' ? { partnerId: row.id, keyId: null, accountId } : undefined
+    },
+    async profile(caller) {
+      const row = await getPartner(sql, caller.partnerId)
+      if (!row) throw notFound('partner_not_found', 'Partner')
+      return toPartnerView(row)
+    },
+    async issueKey(caller, name) {
+      const trimmed = name.trim()
+      if (!trimmed || trimmed.length > 100) throw invalidField('body/name', 'must be 1 to 100 characters')
+      const generated = partnerKeys.generate()
+      const id = randomUUID()
+      const now = clock.now()
+      await sql.begin(async (tx) => {
+        // One partner's key creations queue here, so the limit holds under concurrency.
+        await lockPartner(tx, caller.partnerId)
+        if ((await countLivePartnerKeys(tx, caller.partnerId)) >= MAX_PARTNER_KEYS)
+          throw new AppError(
+            409,
+            'partner_key_limit',
+            `A partner holds at most ${MAX_PARTNER_KEYS} live API keys: revoke one first`,
+            { limit: MAX_PARTNER_KEYS },
+          )
+        await insertPartnerKey(tx, {
+          id,
+          partner_id: caller.partnerId,
+          name: trimmed,
+          lookup_id: generated.lookupId,
+          secret_hash: generated.secretHash,
+          created_at: now,
+          created_by: partnerActorOf(caller),
+        })
+        await record(tx, caller.partnerId, caller, 'partner.api_key.create', `partnerkey:${id}`, {
+          name: trimmed,
+        })
       })
       return {
-        id: row.id,
-        name: row.name,
-        email: row.email,
-        status: row.status,
-        createdAt: row.created_at.toISOString(),
+        id,
+        name: trimmed,
+        prefix: keyPrefix(generated.lookupId),
+        createdAt: now.toISOString(),
+        createdBy: partnerActorOf(caller),
+        revokedAt: null,
+        key: generated.key,
       }
+    },
+    async listKeys(caller) {
+      return { data: (await listPartnerKeys(sql, caller.partnerId)).map(toKeyView) }
+    },
+    async revokeKey(caller, id) {
+      if (!isUuid(id)) throw notFound('partner_key_not_found', 'Partner API key')
+      return sql.begin(async (tx) => {
+        const row = await revokePartnerKey(tx, caller.partnerId, id, clock.now())
+        if (!row) throw notFound('partner_key_not_found', 'Partner API key')
+        await record(tx, caller.partnerId, caller, 'partner.api_key.revoke', `partnerkey:${id}`, {})
+        return toKeyView(row)
+      })
+    },
+    async auditTrail(caller, page) {
+      const { rows, total } = await listPartnerAudit(sql, caller.partnerId, page)
+      return {
+        data: rows.map((row) => ({
+          id: row.id,
+          occurredAt: row.occurred_at.toISOString(),
+          actor: row.actor,
+          action: row.action,
+          resource: row.resource,
+          details: row.details,
+        })),
+        total,
+      }
+    },
+    async findCode(code) {
+      const normalized = code.trim().toUpperCase()
+      if (!/^[A-Z0-9]{8,32}$/.test(normalized)) return undefined
+      const found = await findCode(sql, normalized)
+      return found?.partner_status === 'active' ? found.code : undefined
     },
     async createKey(partnerId, name, by) {
       if (!(await getPartner(sql, partnerId))) throw notFound('partner_not_found', 'Partner')
@@ -238,6 +473,9 @@ export function createPartnerService(deps: {
         created_at: clock.now(),
         created_by: by,
       })
+      await record(sql, partnerId, { actor: by }, 'partner.api_key.create', `partnerkey:${id}`, {
+        name: name.trim(),
+      })
       return { id, key: generated.key }
     },
     async authenticate(presented) {
@@ -246,16 +484,22 @@ export function createPartnerService(deps: {
       const row = await findPartnerKey(sql, lookupId)
       if (row?.partner_status !== 'active' || !partnerKeys.matches(presented, row.secret_hash))
         return undefined
-      return { partnerId: row.partner_id, keyId: row.id }
+      return { partnerId: row.partner_id, keyId: row.id, accountId: null }
     },
     async createCode(caller, label) {
       for (let attempt = 0; attempt < 5; attempt++) {
         try {
-          const row = await insertCode(sql, {
-            code: newCode(),
-            partner_id: caller.partnerId,
-            label,
-            created_at: clock.now(),
+          const row = await sql.begin(async (tx) => {
+            const created = await insertCode(tx, {
+              code: newCode(),
+              partner_id: caller.partnerId,
+              label,
+              created_at: clock.now(),
+            })
+            await record(tx, caller.partnerId, caller, 'partner.code.create', `code:${created.code}`, {
+              label,
+            })
+            return created
           })
           return {
             code: row.code,
@@ -309,11 +553,24 @@ export function createPartnerService(deps: {
         throw invalidField('body/url', 'must be an absolute http or https URL')
       if (parsed.username || parsed.password) throw invalidField('body/url', 'must not carry credentials')
       try {
-        const row = await insertEndpoint(sql, {
-          id: randomUUID(),
-          partner_id: caller.partnerId,
-          url: parsed.toString(),
-          created_at: clock.now(),
+        const row = await sql.begin(async (tx) => {
+          const created = await insertEndpoint(tx, {
+            id: randomUUID(),
+            partner_id: caller.partnerId,
+            url: parsed.toString(),
+            created_at: clock.now(),
+          })
+          await record(
+            tx,
+            caller.partnerId,
+            caller,
+            'partner.webhook_endpoint.create',
+            `endpoint:${created.id}`,
+            {
+              url: created.url,
+            },
+          )
+          return created
         })
         return { id: row.id, url: row.url, createdAt: row.created_at.toISOString() }
       } catch (err) {
@@ -329,10 +586,22 @@ export function createPartnerService(deps: {
       }
     },
     async removeEndpoint(caller, id) {
-      if (!(await deleteEndpoint(sql, caller.partnerId, id)))
-        throw notFound('endpoint_not_found', 'Webhook endpoint')
+      await sql.begin(async (tx) => {
+        if (!(await deleteEndpoint(tx, caller.partnerId, id)))
+          throw notFound('endpoint_not_found', 'Webhook endpoint')
+        await record(tx, caller.partnerId, caller, 'partner.webhook_endpoint.delete', `endpoint:${id}`, {})
+      })
     },
     async webhookSecret(caller) {
+      // Who read the secret is worth knowing (never the secret itself).
+      await record(
+        sql,
+        caller.partnerId,
+        caller,
+        'partner.webhook_secret.read',
+        `partner:${caller.partnerId}`,
+        {},
+      )
       const bytes = await secretBytes(caller.partnerId)
       try {
         return bytes.toString('utf8')
@@ -386,13 +655,18 @@ export function createPartnerService(deps: {
       try {
         const payout = await sql.begin(async (tx) => {
           const done = await recordPayout(tx, { partnerId, period, at: clock.now(), by })
-          if (done)
+          if (done) {
+            await record(tx, partnerId, { actor: by }, 'partner.payout.record', `payout:${period}`, {
+              amountMinor: done.amount_minor,
+              currency: done.currency,
+            })
             await emit(tx, partnerId, 'payout.completed', {
               period,
               amount: Number(BigInt(done.amount_minor)) / 100,
               currency: done.currency,
               commissions: done.commissions,
             })
+          }
           return done
         })
         if (!payout)
@@ -412,10 +686,10 @@ export function createPartnerService(deps: {
         throw err
       }
     },
-    async attribute(tenantId, code) {
-      const found = await findCode(sql, code.trim().toUpperCase())
-      if (!found) return false
-      await sql.begin(async (tx) => {
+    async attribute(tenantId, code, inTransaction) {
+      const found = await findCode(inTransaction ?? sql, code.trim().toUpperCase())
+      if (found?.partner_status !== 'active') return false
+      const run = async (tx: Queryable) => {
         const referral = await insertReferral(tx, {
           id: randomUUID(),
           partner_id: found.partner_id,
@@ -430,8 +704,20 @@ export function createPartnerService(deps: {
           code: found.code,
           createdAt: referral.created_at.toISOString(),
         })
-      })
+      }
+      await (inTransaction ? run(inTransaction) : sql.begin(run))
       return true
     },
   }
 }
+
+const keyPrefix = (lookupId: string) => `kmsp_${lookupId}`
+
+const toKeyView = (row: PartnerKeyRow): PartnerKeyView => ({
+  id: row.id,
+  name: row.name,
+  prefix: keyPrefix(row.lookup_id),
+  createdAt: row.created_at.toISOString(),
+  createdBy: row.created_by,
+  revokedAt: row.revoked_at?.toISOString() ?? null,
+})

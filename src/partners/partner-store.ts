@@ -8,9 +8,14 @@ export interface PartnerRow {
   id: string
   name: string
   email: string
-  status: 'active' | 'suspended'
+  /** pending: signed up, waiting for an operator; rejected: the operator said no. */
+  status: 'pending' | 'active' | 'suspended' | 'rejected'
   created_at: Date
   created_by: string
+  /** The partner-realm account that signs in to the portal (partners who signed up; optional for the CLI's). */
+  account_id: string | null
+  decided_at: Date | null
+  decided_by: string | null
 }
 
 export interface PartnerKeyRow {
@@ -53,16 +58,109 @@ export interface CommissionRow {
   paid_at: Date | null
 }
 
-export async function insertPartner(db: Queryable, row: PartnerRow): Promise<PartnerRow> {
+export async function insertPartner(
+  db: Queryable,
+  row: Omit<PartnerRow, 'decided_at' | 'decided_by'>,
+): Promise<PartnerRow> {
   const [created] = await db<PartnerRow[]>`
-    INSERT INTO partners (id, name, email, status, created_at, created_by)
-    VALUES (${row.id}, ${row.name}, ${row.email}, ${row.status}, ${row.created_at}, ${row.created_by})
-    RETURNING *`
+    INSERT INTO partners (id, name, email, status, created_at, created_by, account_id)
+    VALUES (${row.id}, ${row.name}, ${row.email}, ${row.status}, ${row.created_at}, ${row.created_by},
+      ${row.account_id})
+    RETURNING id, name, email, status, created_at, created_by, account_id, decided_at, decided_by`
   return created!
 }
 
+const PARTNER_COLUMNS = 'id, name, email, status, created_at, created_by, account_id, decided_at, decided_by'
+
+export async function listPartners(
+  db: Queryable,
+  status: PartnerRow['status'] | undefined,
+): Promise<PartnerRow[]> {
+  return status
+    ? db<
+        PartnerRow[]
+      >`SELECT ${db.unsafe(PARTNER_COLUMNS)} FROM partners WHERE status = ${status} ORDER BY created_at, id`
+    : db<PartnerRow[]>`SELECT ${db.unsafe(PARTNER_COLUMNS)} FROM partners ORDER BY created_at, id`
+}
+
+/** The partner whose portal account this is. */
+export async function partnerOfAccount(db: Queryable, accountId: string): Promise<PartnerRow | undefined> {
+  const [row] = await db<PartnerRow[]>`
+    SELECT ${db.unsafe(PARTNER_COLUMNS)} FROM partners WHERE account_id = ${accountId}`
+  return row
+}
+
+/** An operator's decision on a pending partner: only a pending one changes. */
+export async function decidePartner(
+  db: Queryable,
+  input: { id: string; status: 'active' | 'rejected'; at: Date; by: string },
+): Promise<PartnerRow | undefined> {
+  const [row] = await db<PartnerRow[]>`
+    UPDATE partners SET status = ${input.status}, decided_at = ${input.at}, decided_by = ${input.by}
+    WHERE id = ${input.id} AND status = 'pending'
+    RETURNING ${db.unsafe(PARTNER_COLUMNS)}`
+  return row
+}
+
+export async function listPartnerKeys(db: Queryable, partnerId: string): Promise<PartnerKeyRow[]> {
+  return db<PartnerKeyRow[]>`
+    SELECT * FROM partner_api_keys WHERE partner_id = ${partnerId} ORDER BY created_at, id`
+}
+
+export async function countLivePartnerKeys(db: Queryable, partnerId: string): Promise<number> {
+  const [row] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM partner_api_keys WHERE partner_id = ${partnerId} AND revoked_at IS NULL`
+  return row?.n ?? 0
+}
+
+export async function revokePartnerKey(
+  db: Queryable,
+  partnerId: string,
+  id: string,
+  at: Date,
+): Promise<PartnerKeyRow | undefined> {
+  const [row] = await db<PartnerKeyRow[]>`
+    UPDATE partner_api_keys SET revoked_at = ${at}
+    WHERE partner_id = ${partnerId} AND id = ${id} AND revoked_at IS NULL
+    RETURNING *`
+  return row
+}
+
+export interface PartnerAuditRow {
+  id: string
+  partner_id: string
+  occurred_at: Date
+  actor: string
+  action: string
+  resource: string
+  details: Record<string, unknown>
+  client_ip: string | null
+  request_id: string | null
+}
+
+export async function insertPartnerAudit(db: Queryable, row: Omit<PartnerAuditRow, 'id'>): Promise<void> {
+  await db`
+    INSERT INTO partner_audit (partner_id, occurred_at, actor, action, resource, details, client_ip, request_id)
+    VALUES (${row.partner_id}, ${row.occurred_at}, ${row.actor}, ${row.action}, ${row.resource},
+      ${db.json(row.details as never)}, ${row.client_ip}, ${row.request_id})`
+}
+
+export async function listPartnerAudit(
+  db: Queryable,
+  partnerId: string,
+  page: { limit: number; offset: number },
+): Promise<{ rows: PartnerAuditRow[]; total: number }> {
+  const rows = await db<PartnerAuditRow[]>`
+    SELECT id::text, partner_id, occurred_at, actor, action, resource, details, client_ip, request_id
+    FROM partner_audit WHERE partner_id = ${partnerId}
+    ORDER BY id DESC LIMIT ${page.limit} OFFSET ${page.offset}`
+  const [counted] = await db<{ total: number }[]>`
+    SELECT count(*)::int AS total FROM partner_audit WHERE partner_id = ${partnerId}`
+  return { rows, total: counted!.total }
+}
+
 export async function getPartner(db: Queryable, id: string): Promise<PartnerRow | undefined> {
-  const [row] = await db<PartnerRow[]>`SELECT * FROM partners WHERE id = ${id}`
+  const [row] = await db<PartnerRow[]>`SELECT ${db.unsafe(PARTNER_COLUMNS)} FROM partners WHERE id = ${id}`
   return row
 }
 
@@ -92,9 +190,20 @@ export async function insertCode(db: Queryable, row: ReferralCodeRow): Promise<R
   return created!
 }
 
-export async function findCode(db: Queryable, code: string): Promise<ReferralCodeRow | undefined> {
-  const [row] = await db<ReferralCodeRow[]>`SELECT * FROM referral_codes WHERE code = ${code}`
+/** A code and the status of its partner (only an active partner's codes attribute sign-ups). */
+export async function findCode(
+  db: Queryable,
+  code: string,
+): Promise<(ReferralCodeRow & { partner_status: PartnerRow['status'] }) | undefined> {
+  const [row] = await db<(ReferralCodeRow & { partner_status: PartnerRow['status'] })[]>`
+    SELECT c.*, p.status AS partner_status FROM referral_codes c JOIN partners p ON p.id = c.partner_id
+    WHERE c.code = ${code}`
   return row
+}
+
+/** Serialises one partner's key creations (the live-key limit). */
+export async function lockPartner(db: Queryable, partnerId: string): Promise<void> {
+  await db`SELECT id FROM partners WHERE id = ${partnerId} FOR UPDATE`
 }
 
 export async function listReferrals(

@@ -42,12 +42,14 @@ function checkName(name: string): void {
 async function createTenantRow(
   deps: { sql: Sql; masterKeys: MasterKeyring; apiKeys: ApiKeyService; audit: AuditLog },
   input: { name: string; actor: string; scopes?: readonly Scope[] },
+  withKey: boolean,
   inTransaction?: Tx,
-): Promise<CreatedTenant> {
+): Promise<{ tenant: TenantRow; apiKey: CreatedTenant['apiKey'] | null }> {
+  type Created = { tenant: TenantRow; apiKey: CreatedTenant['apiKey'] | null }
   checkName(input.name)
   const id = randomUUID()
   const kek = createWrappedKek(id, deps.masterKeys)
-  const run = async (tx: Tx): Promise<CreatedTenant> => {
+  const run = async (tx: Tx): Promise<Created> => {
     const tenant = await insertTenant(tx, {
       id,
       name: input.name,
@@ -61,6 +63,7 @@ async function createTenantRow(
       resource: `tenant:${id}`,
       outcome: 'success',
     })
+    if (!withKey) return { tenant, apiKey: null }
     const { view, key } = await deps.apiKeys.create(
       actor,
       { name: 'initial full-scope key', scopes: input.scopes ?? SCOPES },
@@ -94,6 +97,14 @@ export const TENANT_INVALIDATION_TOPIC = 'tenant'
 export interface TenantService {
   /** A tenant with its KEK and one API key (full scope unless told otherwise). 409 `tenant_name_taken`. */
   create(input: { name: string; actor: string; scopes?: readonly Scope[] }, tx?: Tx): Promise<CreatedTenant>
+  /**
+   * A tenant with its KEK and no API key, in the caller's transaction: self-service sign-up
+   * (src/signup), whose owner membership, made in the same transaction, is how it is reached.
+   * Call `created` after commit. 409 `tenant_name_taken`.
+   */
+  createForOwner(input: { name: string; actor: string }, tx: Tx): Promise<TenantView>
+  /** After the commit of `createForOwner`: every process forgets what it cached of this id. */
+  created(id: string): Promise<void>
   /**
    * The tenant as this process last read it: cached, unknown ids too (they arrive in tokens and
    * paths chosen by callers), dropped in every process over the invalidation bus on a change.
@@ -131,10 +142,16 @@ export function createTenantService(deps: {
   }
   return {
     async create(input, tx) {
-      const created = await createTenantRow(deps, input, tx)
+      const { tenant, apiKey } = await createTenantRow(deps, input, true, tx)
       // A negative entry for this id may exist in some process (a token or path named it first).
-      if (deps.cache && !tx) await deps.cache.bus.publish(TENANT_INVALIDATION_TOPIC, created.tenant.id)
-      return created
+      if (deps.cache && !tx) await deps.cache.bus.publish(TENANT_INVALIDATION_TOPIC, tenant.id)
+      return { tenant, apiKey: apiKey! }
+    },
+    async createForOwner(input, tx) {
+      return toTenantView((await createTenantRow(deps, input, false, tx)).tenant)
+    },
+    async created(id) {
+      if (deps.cache) await deps.cache.bus.publish(TENANT_INVALIDATION_TOPIC, id)
     },
     async get(id) {
       if (!isUuid(id)) return undefined

@@ -114,6 +114,35 @@ const EN = {
   signInWith: 'Sign in with {name}',
   federationFailed:
     'The sign-in through your organisation did not succeed. Try again, or use another way to sign in.',
+  partnerPending:
+    'Your partner account is waiting for an operator’s approval. You can sign in once it is approved.',
+  partnerRefused: 'This account may not use the partner portal.',
+  signupTitle: 'Create your organisation',
+  signupIntro:
+    'Enter your organisation’s name and your e-mail address. We send a link to confirm the address; nothing is created before you open it.',
+  organizationName: 'Organisation name',
+  signupSubmit: 'Send the confirmation link',
+  signupReferred: 'You were referred by a partner (code {code}).',
+  signupReferralUnknown: 'The referral code {code} is not valid; you can still sign up without it.',
+  signupSent: 'Check your inbox: a confirmation link is on its way to {email}. It works once, for 24 hours.',
+  signupConfirmTitle: 'Confirm your sign-up',
+  signupConfirmText: 'Create the organisation {organization} with {email} as its owner.',
+  signupCreate: 'Create the organisation',
+  signupDone:
+    'The organisation {organization} is ready and you are its owner. Sign in to the console to continue.',
+  signupInvalid:
+    'This confirmation link is not valid: it expired or was used. Sign up again to get a new one.',
+  signupNameTaken: 'An organisation with this name exists already. Choose another name.',
+  signupTooMany: 'Too many sign-ups were asked for recently. Wait an hour, then try again.',
+  partnerSignupTitle: 'Become a partner',
+  partnerSignupIntro:
+    'Enter your company’s name and your e-mail address. We send a link to confirm the address; then an operator reviews your application.',
+  companyName: 'Company name',
+  partnerConfirmText: 'Apply as {organization}, with {email} as your partner portal account.',
+  partnerApply: 'Apply',
+  partnerDone:
+    'Thank you: the application of {organization} is received. You can sign in to the partner portal once an operator approves it.',
+  formExpired: 'The form expired. Reload the page and try again.',
 }
 export type Messages = typeof EN
 
@@ -207,6 +236,36 @@ const ES: Messages = {
   signInWith: 'Iniciar sesión con {name}',
   federationFailed:
     'El inicio de sesión a través de tu organización no se completó. Inténtalo de nuevo o usa otra forma de acceder.',
+  partnerPending:
+    'Tu cuenta de socio espera la aprobación de un operador. Podrás iniciar sesión cuando se apruebe.',
+  partnerRefused: 'Esta cuenta no puede usar el portal de socios.',
+  signupTitle: 'Crea tu organización',
+  signupIntro:
+    'Introduce el nombre de tu organización y tu dirección de correo. Enviamos un enlace para confirmar la dirección; no se crea nada antes de que lo abras.',
+  organizationName: 'Nombre de la organización',
+  signupSubmit: 'Enviar el enlace de confirmación',
+  signupReferred: 'Te recomendó un socio (código {code}).',
+  signupReferralUnknown: 'El código de recomendación {code} no es válido; puedes registrarte sin él.',
+  signupSent:
+    'Revisa tu bandeja de entrada: un enlace de confirmación va de camino a {email}. Funciona una vez, durante 24 horas.',
+  signupConfirmTitle: 'Confirma tu registro',
+  signupConfirmText: 'Crear la organización {organization} con {email} como propietario.',
+  signupCreate: 'Crear la organización',
+  signupDone:
+    'La organización {organization} está lista y eres su propietario. Inicia sesión en la consola para continuar.',
+  signupInvalid:
+    'Este enlace de confirmación no es válido: caducó o ya se usó. Regístrate de nuevo para recibir otro.',
+  signupNameTaken: 'Ya existe una organización con este nombre. Elige otro.',
+  signupTooMany: 'Se pidieron demasiados registros recientemente. Espera una hora y vuelve a intentarlo.',
+  partnerSignupTitle: 'Hazte socio',
+  partnerSignupIntro:
+    'Introduce el nombre de tu empresa y tu dirección de correo. Enviamos un enlace para confirmar la dirección; después un operador revisa tu solicitud.',
+  companyName: 'Nombre de la empresa',
+  partnerConfirmText: 'Solicitar como {organization}, con {email} como cuenta del portal de socios.',
+  partnerApply: 'Solicitar',
+  partnerDone:
+    'Gracias: recibimos la solicitud de {organization}. Podrás iniciar sesión en el portal de socios cuando un operador la apruebe.',
+  formExpired: 'El formulario caducó. Recarga la página y vuelve a intentarlo.',
 }
 const FR: Messages = {
   panelTitle: 'Clés et identité pour toute votre équipe',
@@ -298,6 +357,38 @@ const FR: Messages = {
   signInWith: 'Se connecter avec {name}',
   federationFailed:
     'La connexion via votre organisation n’a pas abouti. Réessayez ou utilisez un autre moyen de connexion.',
+  partnerPending:
+    'Votre compte partenaire attend l’approbation d’un opérateur. Vous pourrez vous connecter une fois approuvé.',
+  partnerRefused: 'Ce compte ne peut pas utiliser le portail partenaires.',
+  signupTitle: 'Créez votre organisation',
+  signupIntro:
+    'Saisissez le nom de votre organisation et votre adresse e-mail. Nous envoyons un lien pour confirmer l’adresse ; rien n’est créé avant que vous l’ouvriez.',
+  organizationName: 'Nom de l’organisation',
+  signupSubmit: 'Envoyer le lien de confirmation',
+  signupReferred: 'Vous avez été recommandé par un partenaire (code {code}).',
+  signupReferralUnknown:
+    'Le code de parrainage {code} n’est pas valide ; vous pouvez vous inscrire sans lui.',
+  signupSent:
+    'Consultez votre boîte de réception : un lien de confirmation est en route vers {email}. Il fonctionne une fois, pendant 24 heures.',
+  signupConfirmTitle: 'Confirmez votre inscription',
+  signupConfirmText: 'Créer l’organisation {organization} avec {email} comme propriétaire.',
+  signupCreate: 'Créer l’organisation',
+  signupDone:
+    'L’organisation {organization} est prête et vous en êtes le propriétaire. Connectez-vous à la console pour continuer.',
+  signupInvalid:
+    'Ce lien de confirmation n’est pas valide : il a expiré ou a déjà servi. Inscrivez-vous à nouveau pour en recevoir un autre.',
+  signupNameTaken: 'Une organisation porte déjà ce nom. Choisissez-en un autre.',
+  signupTooMany: 'Trop d’inscriptions ont été demandées récemment. Attendez une heure, puis réessayez.',
+  partnerSignupTitle: 'Devenez partenaire',
+  partnerSignupIntro:
+    'Saisissez le nom de votre entreprise et votre adresse e-mail. Nous envoyons un lien pour confirmer l’adresse ; ensuite un opérateur examine votre candidature.',
+  companyName: 'Nom de l’entreprise',
+  partnerConfirmText:
+    'Postuler en tant que {organization}, avec {email} comme compte du portail partenaires.',
+  partnerApply: 'Postuler',
+  partnerDone:
+    'Merci : la candidature de {organization} est reçue. Vous pourrez vous connecter au portail partenaires dès qu’un opérateur l’aura approuvée.',
+  formExpired: 'Le formulaire a expiré. Rechargez la page et réessayez.',
 }
 const DE: Messages = {
   panelTitle: 'Schlüssel und Identität für Ihr ganzes Team',
@@ -392,6 +483,38 @@ const DE: Messages = {
   signInWith: 'Anmelden mit {name}',
   federationFailed:
     'Die Anmeldung über Ihre Organisation ist nicht gelungen. Versuchen Sie es erneut oder melden Sie sich anders an.',
+  partnerPending:
+    'Ihr Partnerkonto wartet auf die Freigabe durch einen Betreiber. Sie können sich anmelden, sobald es freigegeben ist.',
+  partnerRefused: 'Dieses Konto darf das Partnerportal nicht nutzen.',
+  signupTitle: 'Organisation anlegen',
+  signupIntro:
+    'Geben Sie den Namen Ihrer Organisation und Ihre E-Mail-Adresse ein. Wir senden einen Link, um die Adresse zu bestätigen; vorher wird nichts angelegt.',
+  organizationName: 'Name der Organisation',
+  signupSubmit: 'Bestätigungslink senden',
+  signupReferred: 'Sie wurden von einem Partner empfohlen (Code {code}).',
+  signupReferralUnknown:
+    'Der Empfehlungscode {code} ist ungültig; Sie können sich auch ohne ihn registrieren.',
+  signupSent:
+    'Sehen Sie in Ihr Postfach: Ein Bestätigungslink ist unterwegs an {email}. Er gilt einmal, 24 Stunden lang.',
+  signupConfirmTitle: 'Registrierung bestätigen',
+  signupConfirmText: 'Die Organisation {organization} mit {email} als Eigentümer anlegen.',
+  signupCreate: 'Organisation anlegen',
+  signupDone:
+    'Die Organisation {organization} ist bereit, und Sie sind ihr Eigentümer. Melden Sie sich an der Konsole an, um fortzufahren.',
+  signupInvalid:
+    'Dieser Bestätigungslink ist ungültig: Er ist abgelaufen oder wurde benutzt. Registrieren Sie sich erneut, um einen neuen zu erhalten.',
+  signupNameTaken: 'Eine Organisation mit diesem Namen gibt es bereits. Wählen Sie einen anderen Namen.',
+  signupTooMany:
+    'In letzter Zeit wurden zu viele Registrierungen angefordert. Warten Sie eine Stunde und versuchen Sie es dann erneut.',
+  partnerSignupTitle: 'Partner werden',
+  partnerSignupIntro:
+    'Geben Sie den Namen Ihres Unternehmens und Ihre E-Mail-Adresse ein. Wir senden einen Link, um die Adresse zu bestätigen; danach prüft ein Betreiber Ihre Bewerbung.',
+  companyName: 'Name des Unternehmens',
+  partnerConfirmText: 'Als {organization} bewerben, mit {email} als Konto für das Partnerportal.',
+  partnerApply: 'Bewerben',
+  partnerDone:
+    'Danke: Die Bewerbung von {organization} ist eingegangen. Sie können sich am Partnerportal anmelden, sobald ein Betreiber sie freigibt.',
+  formExpired: 'Das Formular ist abgelaufen. Laden Sie die Seite neu und versuchen Sie es erneut.',
 }
 const IT: Messages = {
   panelTitle: 'Chiavi e identità per tutto il tuo team',
@@ -484,6 +607,36 @@ const IT: Messages = {
   signInWith: 'Accedi con {name}',
   federationFailed:
     'L’accesso tramite la tua organizzazione non è riuscito. Riprova o usa un altro modo per accedere.',
+  partnerPending:
+    'Il tuo account partner attende l’approvazione di un operatore. Potrai accedere una volta approvato.',
+  partnerRefused: 'Questo account non può usare il portale partner.',
+  signupTitle: 'Crea la tua organizzazione',
+  signupIntro:
+    'Inserisci il nome della tua organizzazione e il tuo indirizzo e-mail. Inviamo un link per confermare l’indirizzo; nulla viene creato prima che tu lo apra.',
+  organizationName: 'Nome dell’organizzazione',
+  signupSubmit: 'Invia il link di conferma',
+  signupReferred: 'Sei stato segnalato da un partner (codice {code}).',
+  signupReferralUnknown: 'Il codice di segnalazione {code} non è valido; puoi registrarti anche senza.',
+  signupSent:
+    'Controlla la posta: un link di conferma sta arrivando a {email}. Funziona una volta, per 24 ore.',
+  signupConfirmTitle: 'Conferma la registrazione',
+  signupConfirmText: 'Creare l’organizzazione {organization} con {email} come proprietario.',
+  signupCreate: 'Crea l’organizzazione',
+  signupDone:
+    'L’organizzazione {organization} è pronta e tu ne sei il proprietario. Accedi alla console per continuare.',
+  signupInvalid:
+    'Questo link di conferma non è valido: è scaduto o è già stato usato. Registrati di nuovo per riceverne un altro.',
+  signupNameTaken: 'Esiste già un’organizzazione con questo nome. Scegline un altro.',
+  signupTooMany: 'Sono state chieste troppe registrazioni di recente. Attendi un’ora, poi riprova.',
+  partnerSignupTitle: 'Diventa partner',
+  partnerSignupIntro:
+    'Inserisci il nome della tua azienda e il tuo indirizzo e-mail. Inviamo un link per confermare l’indirizzo; poi un operatore esamina la tua candidatura.',
+  companyName: 'Nome dell’azienda',
+  partnerConfirmText: 'Candidarsi come {organization}, con {email} come account del portale partner.',
+  partnerApply: 'Candidati',
+  partnerDone:
+    'Grazie: la candidatura di {organization} è stata ricevuta. Potrai accedere al portale partner quando un operatore la approverà.',
+  formExpired: 'Il modulo è scaduto. Ricarica la pagina e riprova.',
 }
 
 const MESSAGES: Record<Locale, Messages> = { en: EN, es: ES, fr: FR, de: DE, it: IT }

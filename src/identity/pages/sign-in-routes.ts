@@ -7,13 +7,15 @@ import {
   type AccountService,
   isPlausibleEmail,
   normalizeEmail,
+  PARTNER_REALM,
   TEAM_REALM,
   tenantRealm,
 } from '../account-service.ts'
 import {
   type ClientDirectory,
-  CONSOLE_CLIENT_ID,
+  isServiceClient,
   type OidcRuntime,
+  PARTNER_PORTAL_CLIENT_ID,
   type TenantClient,
   tenantOfResource,
 } from '../oidc-provider.ts'
@@ -88,6 +90,11 @@ export interface SignInFederation {
   takeResult(requestId: string, interactionUid: string): Promise<{ accountId: string } | undefined>
 }
 
+/** The partner portal's sign-in (src/partners): only a partner the operator approved may enter. */
+export interface SignInPartners {
+  statusOf(accountId: string): Promise<'pending' | 'active' | 'suspended' | 'rejected' | undefined>
+}
+
 export interface SignInDeps {
   oidc: OidcRuntime
   clients: ClientDirectory
@@ -101,6 +108,7 @@ export interface SignInDeps {
   branding?: TenantBranding
   accessPolicy?: SignInAccessPolicy
   federation?: SignInFederation
+  partners?: SignInPartners
   /** The name shown in authenticator apps. */
   issuerName: string
 }
@@ -243,8 +251,15 @@ export function signInRoutes(deps: SignInDeps) {
   /** The tenant application the interaction is for; undefined for the console. */
   const applicationOf = async (interaction: Interaction): Promise<TenantClient | undefined> => {
     const clientId = String(interaction.params['client_id'] ?? '')
-    return clientId === CONSOLE_CLIENT_ID ? undefined : deps.clients.clientOf(clientId)
+    return isServiceClient(clientId) ? undefined : deps.clients.clientOf(clientId)
   }
+
+  const isPartnerPortal = (interaction: Interaction) =>
+    interaction.params['client_id'] === PARTNER_PORTAL_CLIENT_ID
+
+  /** Whose accounts sign in here: the application's tenant's, the partners', or the team's (the console). */
+  const realmOf = (interaction: Interaction, app: TenantClient | undefined): string =>
+    app ? tenantRealm(app.tenantId) : isPartnerPortal(interaction) ? PARTNER_REALM : TEAM_REALM
 
   /** The MFA methods that apply: the application's own set, else the tenant's (spec 2.6). */
   async function methodsFor(
@@ -474,7 +489,8 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         accountId,
         ip: request.ip,
       })
-      if (decision?.outcome === 'deny') return refuse(request, reply, ctx, ctx.t.accessDenied)
+      if (decision?.outcome === 'deny')
+        return refuse(request, reply, ctx, ctx.t.accessDenied, 'Access denied by an access policy')
       if (decision?.outcome === 'pending') {
         await savePending(interaction, { accountId, steps: [], amr, approvalRequestId: decision.request.id })
         return approvalPage(reply, ctx, interaction.uid)
@@ -484,6 +500,14 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
           error: 'access_denied',
           error_description: 'The account may not sign in to this application',
         })
+      return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
+    }
+    if (isPartnerPortal(interaction)) {
+      const status = await deps.partners?.statusOf(accountId)
+      if (status === 'pending')
+        return refuse(request, reply, ctx, ctx.t.partnerPending, 'The partner account awaits approval')
+      if (status !== 'active')
+        return refuse(request, reply, ctx, ctx.t.partnerRefused, 'The account may not use the partner portal')
       return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
     }
     const tenantId = tenantOf(interaction, undefined)
@@ -500,12 +524,18 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
    * A refusal the person must read: the page says so, and its link returns to the client with
    * the OpenID error `access_denied` (the interaction is finished with it now).
    */
-  async function refuse(request: FastifyRequest, reply: FastifyReply, ctx: PageContext, message: string) {
+  async function refuse(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    message: string,
+    description: string,
+  ) {
     const provider = await oidc.provider()
     const next = await provider.interactionResult(
       request.raw,
       reply.raw,
-      { error: 'access_denied', error_description: 'Access denied by an access policy' },
+      { error: 'access_denied', error_description: description },
       { mergeWithLastSubmission: false },
     )
     const body = `<p class="error" role="alert">${esc(message)}</p><p><a class="link" id="return" href="${esc(next)}">${esc(ctx.t.returnToApp)}</a></p>`
@@ -538,8 +568,10 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
   ) {
     const decided =
       app && (await deps.accessPolicy?.requestFor(app.tenantId, pending.approvalRequestId, pending.accountId))
-    if (!decided || decided.status === 'rejected') return refuse(request, reply, ctx, ctx.t.approvalRejected)
-    if (decided.status === 'expired') return refuse(request, reply, ctx, ctx.t.approvalExpired)
+    const refused = 'Access denied by an access policy'
+    if (!decided || decided.status === 'rejected')
+      return refuse(request, reply, ctx, ctx.t.approvalRejected, refused)
+    if (decided.status === 'expired') return refuse(request, reply, ctx, ctx.t.approvalExpired, refused)
     if (decided.status === 'pending') return approvalPage(reply, ctx, interaction.uid)
     // Approved: the policies are asked again (they may have changed meanwhile) and find the approval.
     return completeLogin(request, reply, ctx, interaction, pending.accountId, pending.amr)
@@ -573,7 +605,7 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
       const ctx = await brandedContextOf(request, interaction, client)
       if (interaction.prompt.name === 'consent') {
         // The console and the tenant's own applications are first-party: no consent page.
-        if (interaction.params['client_id'] === CONSOLE_CLIENT_ID || client) {
+        if (isServiceClient(interaction.params['client_id']) || client) {
           // A GET, so the redirect chain is not a form's.
           const provider = await oidc.provider()
           const next = await provider.interactionResult(
@@ -701,7 +733,7 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
       const email = form['email'] ?? ''
       const forgot = forgotLinkOf(client, interaction)
       const result = await accounts.signIn({
-        realm: client ? tenantRealm(client.tenantId) : TEAM_REALM,
+        realm: realmOf(interaction, client),
         email,
         password: form['password'] ?? '',
         clientIp: request.ip,
