@@ -15,6 +15,8 @@ import {
   waitFor,
 } from './helpers/service.ts'
 import { consoleClient, memberSession } from './helpers/sign-in.ts'
+import { askToSignUp, confirmSignup, createdIdOf, signupLinkMailedTo } from './helpers/signup.ts'
+import { startSmtp, type TestSmtp } from './helpers/smtp.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
 const WEBHOOK_SECRET = 'whsec_partners_test'
@@ -23,11 +25,16 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
   let a: TestService
   let b: SpawnedService
   let clock: ManualClock
+  let smtp: TestSmtp
 
   before(async () => {
     clock = manualClock()
+    smtp = await startSmtp('accept')
     a = await startTestService(
       {
+        // Sign-up confirmations reach a local SMTP server.
+        KMS_SMTP_URL: smtp.url,
+        KMS_SMTP_ATTEMPTS: '1',
         KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT,
         KMS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
         // Partner events go through the webhook outbox to a receiver on this machine.
@@ -42,6 +49,7 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
   after(async () => {
     await b?.stop()
     await a?.stop()
+    await smtp?.stop()
   })
 
   let counter = 0
@@ -226,7 +234,7 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/events`, received, server }
   }
 
-  test('money: the referred tenant pays, the referral converts, the commission is calculated once and paid out; each step is a signed event', async () => {
+  test('money: a tenant signs up through the code’s URL, pays, the referral converts, the commission is calculated once and paid out; each step is a signed event', async () => {
     const partner = await partnerWithKey()
     const other = await partnerWithKey()
     const events = await receiver()
@@ -238,15 +246,24 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     const secret = (await a.request('GET', '/api/v1/partners/webhook-secret', { headers: partner.headers }))
       .body.secret as string
     assert.match(secret, /^whsec_/)
-    const code = (
+    const { code, url } = (
       await a.request('POST', '/api/v1/partners/codes', { headers: partner.headers, body: { label: 'Q1' } })
-    ).body.code as string
+    ).body as { code: string; url: string }
     const billing = a.api.services.billing
     const partners = a.api.services.partners
     try {
       clock.set(new Date('2031-01-15T10:00:00Z'))
-      const tenant = await a.createTenant()
-      assert.equal(await partners.attribute(tenant.tenantId, code), true)
+      // A tenant signs up through the code's URL: the page carries the code, the e-mail proves
+      // the address, the confirmation creates the tenant attributed to the partner.
+      const email = `referred-${process.pid}@example.com`
+      const { form, answer } = await askToSignUp(url, { organizationName: `Referred ${code}`, email })
+      assert.match(form.html, new RegExp(`referred by a partner \\(code <strong>${code}</strong>\\)`))
+      assert.equal(answer.status, 200, answer.html)
+      const done = await confirmSignup(await signupLinkMailedTo(smtp, email), {
+        password: 'referred-password-1',
+      })
+      assert.equal(done.status, 201, done.html)
+      const tenant = { tenantId: createdIdOf(done.html, 'tenant') }
       const cli = { tenantId: tenant.tenantId, actor: 'cli', requestId: null, clientIp: null }
       await billing.changePlan(cli, 'pro')
       // February 1st: January's invoice, paid through Stripe's webhook on the 3rd.
