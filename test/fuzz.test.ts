@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { applicationClient } from './helpers/endusers.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { consoleClient, memberSession } from './helpers/sign-in.ts'
+import { consoleClient, memberSession, signIn } from './helpers/sign-in.ts'
 
 const FUZZ_REDIRECT = 'http://127.0.0.1:9/callback'
+const FUZZ_PORTAL_REDIRECT = 'http://127.0.0.1:9/partner-portal'
 
 /**
  * Fuzz test: thousands of malformed requests against every route the served OpenAPI document
@@ -156,8 +158,10 @@ interface Operation {
   isPublic: boolean
   /** A role route (`security: [{AccessToken: []}]`): only a signed-in member gets past authorization. */
   memberOnly: boolean
-  /** A partner route (`security: [{PartnerApiKey: []}]`): only a partner's key gets past authorization. */
+  /** A partner route (`security` of Partner* schemes only): only a partner's credential gets past authorization. */
   partnerOnly: boolean
+  /** A partner portal route (`security: [{PartnerAccessToken: []}]`): only a signed-in partner's token. */
+  partnerSessionOnly: boolean
 }
 
 function bodyLimitOf(schema: JsonSchema | undefined): number | undefined {
@@ -217,7 +221,11 @@ function discoverOperations(doc: OpenApiDocument): Operation[] {
         mediaTypes: Object.keys(op.requestBody?.content ?? {}),
         isPublic: Array.isArray(security) && security.length === 0,
         memberOnly: JSON.stringify(security) === JSON.stringify([{ AccessToken: [] }]),
-        partnerOnly: JSON.stringify(security) === JSON.stringify([{ PartnerApiKey: [] }]),
+        partnerOnly:
+          Array.isArray(security) &&
+          security.length > 0 &&
+          security.every((entry) => Object.keys(entry as object).every((name) => name.startsWith('Partner'))),
+        partnerSessionOnly: JSON.stringify(security) === JSON.stringify([{ PartnerAccessToken: [] }]),
       })
     }
   }
@@ -754,6 +762,8 @@ interface Keys {
    * routes: each key may make 100 requests a minute, and the fuzz makes more than that.
    */
   partners: string[]
+  /** Partner portal access tokens, used in turn on the routes only a signed-in partner may call. */
+  partnerSessions: string[]
 }
 
 const JSON_CT: Readonly<Record<string, string>> = { 'content-type': 'application/json' }
@@ -929,7 +939,10 @@ class CaseFactory {
     // Role routes refuse API keys: their validation is reached with an owner's access token.
     if (o.keyKind === 'full' && this.isMemberRoute(o.method, o.target))
       headers['authorization'] = `Bearer ${this.keys.member}`
-    // Partner routes take partner keys only.
+    // Partner portal routes take a signed-in partner's token; other partner routes partner keys.
+    else if (o.keyKind === 'full' && this.isPartnerRoute(o.method, o.target, true))
+      headers['authorization'] =
+        `Bearer ${this.keys.partnerSessions[this.nextId % this.keys.partnerSessions.length]}`
     else if (o.keyKind === 'full' && this.isPartnerRoute(o.method, o.target))
       headers['authorization'] = `Bearer ${this.keys.partners[this.nextId % this.keys.partners.length]}`
     else if (key !== undefined) headers['x-api-key'] = key
@@ -947,11 +960,14 @@ class CaseFactory {
     this.cases.push(c)
   }
 
-  private isPartnerRoute(method: string, target: string): boolean {
+  private isPartnerRoute(method: string, target: string, sessionOnly = false): boolean {
     if (!wellFormedPath(target)) return false
     const path = new URL(target, 'http://x').pathname
     return this.ops.some(
-      (op) => op.partnerOnly && op.method === method && routePattern(op.template).test(path),
+      (op) =>
+        (sessionOnly ? op.partnerSessionOnly : op.partnerOnly) &&
+        op.method === method &&
+        routePattern(op.template).test(path),
     )
   }
 
@@ -1778,7 +1794,12 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
 
   before(
     async () => {
-      svc = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: FUZZ_REDIRECT })
+      svc = await startTestService({
+        KMS_CONSOLE_REDIRECT_URIS: FUZZ_REDIRECT,
+        KMS_PARTNER_PORTAL_REDIRECT_URIS: FUZZ_PORTAL_REDIRECT,
+        // The fuzz reaches the sign-up routes' validation many times from one address.
+        KMS_SIGNUP_RATE_PER_HOUR: '1000000',
+      })
       const admin = await svc.createTenant()
       const owner = await memberSession(
         svc,
@@ -1799,12 +1820,36 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
       const partnerKeys: string[] = []
       for (let i = 0; i < 100; i++)
         partnerKeys.push((await svc.api.services.partners.createKey(partner.id, `fuzz ${i}`, 'test')).key)
+      // People of approved partners, signed in to the partner portal through the provider.
+      const partnerSessions: string[] = []
+      const portal = await applicationClient(svc.baseUrl, 'kms-partner-portal', FUZZ_PORTAL_REDIRECT)
+      for (let i = 0; i < 5; i++) {
+        const email = `fuzz-portal-${i}@example.com`
+        const password = `fuzz-portal-password-${i}`
+        const account = await svc.api.services.accounts.createAccount('partners', { email, password })
+        const pending = await svc.sql.begin((tx) =>
+          svc.api.services.partners.createPending(
+            { name: `Fuzz portal ${i}`, email, accountId: account.id, clientIp: null },
+            tx,
+          ),
+        )
+        await svc.api.services.partners.decide(pending.id, 'approve', 'test')
+        const { tokens } = await signIn(svc.baseUrl, portal, {
+          email,
+          password,
+          resource: 'urn:kms:partner-portal',
+          tokenResource: true,
+          scope: 'openid api',
+        })
+        partnerSessions.push(tokens.access_token)
+      }
       keys = {
         member: owner.accessToken,
         full: admin.key,
         narrow: narrow.key,
         revoked: doomed.key,
         partners: partnerKeys,
+        partnerSessions,
       }
 
       const docResponse = await svc.request('GET', `${API}/openapi.json`)

@@ -41,6 +41,8 @@ export interface SignupRateLimit {
 export function signupRateLimitOptions(limit: SignupRateLimit): RateLimitPluginOptions {
   return {
     global: true,
+    // After parsing and validation: malformed requests are refused without being counted.
+    hook: 'preHandler',
     max: limit.perHour,
     timeWindow: 3600_000,
     redis: limit.redis,
