@@ -261,6 +261,14 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
       '/reset-password',
       `/reset-password?userId=${id}&token=${'A'.repeat(43)}`,
       `/set-up-account?userId=not-a-uuid&applicationId=${id}&token=x`,
+      '/signup',
+      '/signup?ref=NOSUCHCODE1',
+      `/signup?ref=${'<'.repeat(100)}`,
+      '/signup/confirm',
+      `/signup/confirm?token=${'A'.repeat(43)}`,
+      '/partners/signup',
+      '/partners/signup/confirm',
+      '/partners/nothing-here',
     ]
     const fields = [
       'email',
@@ -277,6 +285,8 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
       'SAMLResponse',
       'SAMLResponse',
       'RelayState',
+      'organizationName',
+      'ref',
       '__proto__',
       'constructor',
       '',

@@ -96,7 +96,7 @@ export function signupPages(deps: {
 ${csrfField(csrf, request, reply, `signup:${kind}`)}
 ${input.ref ? `<input type="hidden" name="ref" value="${esc(input.ref)}">` : ''}
 <label for="organizationName">${esc(kind === 'tenant' ? t.organizationName : t.companyName)}</label>
-<input id="organizationName" name="organizationName" required maxlength="200" value="${esc(input.organizationName ?? '')}" autocomplete="organization">
+<input id="organizationName" name="organizationName" type="text" required maxlength="200" value="${esc(input.organizationName ?? '')}" autocomplete="organization">
 <label for="email">${esc(t.email)}</label>
 <input id="email" name="email" type="email" required maxlength="254" value="${esc(input.email ?? '')}" autocomplete="email">
 <button type="submit">${esc(t.signupSubmit)}</button>
@@ -129,7 +129,7 @@ ${input.ref ? `<input type="hidden" name="ref" value="${esc(input.ref)}">` : ''}
 ${csrfField(csrf, request, reply, `signup-confirm:${preview.kind}`)}
 <input type="hidden" name="token" value="${esc(token)}">
 <label for="organizationName">${esc(preview.kind === 'tenant' ? t.organizationName : t.companyName)}</label>
-<input id="organizationName" name="organizationName" required maxlength="200" value="${esc(organizationName)}">
+<input id="organizationName" name="organizationName" type="text" required maxlength="200" value="${esc(organizationName)}">
 <label for="email">${esc(t.email)}</label>
 <input id="email" type="email" value="${esc(preview.email)}" readonly autocomplete="username">
 <label for="password">${esc(passwordLabel)}</label>
