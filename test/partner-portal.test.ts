@@ -205,5 +205,19 @@ describe('partner accounts: sign-up, operator approval, sign-in through the prov
     assert.ok(JSON.parse(listed.stdout).data.some((p: { id: string }) => p.id === partner.id))
     const bad = await runCli(['list-partners', '--status', 'sleeping'], service.env)
     assert.notEqual(bad.code, 0)
+
+    // Applying again with the same address: the account is known (its password is asked) and
+    // already a partner's, which the page says; nothing new is created.
+    const again = await service.request('POST', '/api/v1/partner-signup', {
+      body: { organizationName: 'Second try', email: partner.email },
+    })
+    assert.equal(again.status, 202, again.text)
+    const link = await signupLinkMailedTo(smtp, partner.email, 1)
+    const refused = await confirmSignup(link, { password: PASSWORD })
+    assert.equal(refused.status, 409, refused.html)
+    assert.match(refused.html, /has a partner account already/)
+    const [count] = await service.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM partners WHERE email = ${partner.email}`
+    assert.equal(count!.n, 1)
   })
 })

@@ -333,15 +333,27 @@ export function createPartnerService(deps: {
     async createPending(input, tx) {
       const name = input.name.trim()
       if (!name || name.length > 200) throw invalidField('name', 'must be 1 to 200 characters')
-      const row = await insertPartner(tx, {
-        id: randomUUID(),
-        name,
-        email: checkEmail(input.email),
-        status: 'pending',
-        created_at: clock.now(),
-        created_by: `partneruser:${input.accountId}`,
-        account_id: input.accountId,
-      })
+      let row: PartnerRow
+      try {
+        row = await insertPartner(tx, {
+          id: randomUUID(),
+          name,
+          email: checkEmail(input.email),
+          status: 'pending',
+          created_at: clock.now(),
+          created_by: `partneruser:${input.accountId}`,
+          account_id: input.accountId,
+        })
+      } catch (err) {
+        // One partner per portal account: the address applied before (whatever came of it).
+        if (isUniqueViolation(err, 'partners_account_id_key'))
+          throw new AppError(
+            409,
+            'partner_account_exists',
+            'This e-mail address has a partner account already: sign in to the partner portal',
+          )
+        throw err
+      }
       await record(
         tx,
         row.id,
@@ -464,17 +476,19 @@ export function createPartnerService(deps: {
       if (!name.trim() || name.length > 100) throw invalidField('name', 'must be 1 to 100 characters')
       const generated = partnerKeys.generate()
       const id = randomUUID()
-      await insertPartnerKey(sql, {
-        id,
-        partner_id: partnerId,
-        name: name.trim(),
-        lookup_id: generated.lookupId,
-        secret_hash: generated.secretHash,
-        created_at: clock.now(),
-        created_by: by,
-      })
-      await record(sql, partnerId, { actor: by }, 'partner.api_key.create', `partnerkey:${id}`, {
-        name: name.trim(),
+      await sql.begin(async (tx) => {
+        await insertPartnerKey(tx, {
+          id,
+          partner_id: partnerId,
+          name: name.trim(),
+          lookup_id: generated.lookupId,
+          secret_hash: generated.secretHash,
+          created_at: clock.now(),
+          created_by: by,
+        })
+        await record(tx, partnerId, { actor: by }, 'partner.api_key.create', `partnerkey:${id}`, {
+          name: name.trim(),
+        })
       })
       return { id, key: generated.key }
     },
