@@ -1,6 +1,7 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
+import { rootCertificates } from 'node:tls'
 import { type AllowList, mergeAllowLists } from './allow-list.ts'
 import {
   type CheckedDestination,
@@ -29,11 +30,16 @@ export interface OutboundClient {
   check(url: URL): Promise<CheckedDestination>
   /** A client that also allows these hosts (the operator-configured entropy sources). */
   withAllowed(extra: AllowList): OutboundClient
+  /**
+   * A client that trusts this CA (PEM) besides Node's bundle: an integration whose endpoint has
+   * a private CA (a tenant's cloud connection with `caCertificate`; tests' local servers).
+   */
+  withExtraCa(pem: string): OutboundClient
 }
 
 export interface OutboundRequest {
   url: URL
-  method: 'GET' | 'POST'
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD'
   headers: Record<string, string>
   body?: string | Buffer
   /** The whole exchange: resolution, connection, request, answer and body. */
@@ -84,7 +90,7 @@ export interface OutboundClientOptions {
    * Certificate authorities trusted instead of Node's bundle (an integration whose servers use a
    * private CA; tests). Certificates are always verified, against the URL's host name.
    */
-  ca?: string | Buffer
+  ca?: string | Buffer | Array<string | Buffer>
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000
@@ -203,6 +209,11 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
     check,
     withAllowed: (extra) =>
       createOutboundClient({ ...options, allow: mergeAllowLists(options.allow, extra) }),
+    withExtraCa: (pem) =>
+      createOutboundClient({
+        ...options,
+        ca: [...(options.ca === undefined ? rootCertificates : [options.ca].flat().map(String)), pem],
+      }),
   }
 }
 
