@@ -7,6 +7,7 @@ import { access } from './auth/access.ts'
 import { apiKeyRoutes } from './auth/api-key-routes.ts'
 import { registerAuthentication } from './auth/auth-hook.ts'
 import { billingRoutes } from './billing/billing-routes.ts'
+import { cloudExportRoutes } from './cloud-export/cloud-export-routes.ts'
 import { batchRoutes } from './crypto/batch-routes.ts'
 import { cryptoRoutes } from './crypto/crypto-routes.ts'
 import { dataKeyRoutes } from './crypto/data-key-routes.ts'
@@ -48,6 +49,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(auditRoutes(deps.sql))
     await api.register(keyRoutes(deps.keys))
     await api.register(rotationRoutes(deps.rotation))
+    await api.register(cloudExportRoutes(deps.cloudExports))
     await api.register(webhookRoutes(deps.webhooks))
     await api.register(cryptoRoutes(deps.crypto))
     await api.register(batchRoutes(deps.batches))

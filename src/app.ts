@@ -55,6 +55,7 @@ export type AppDeps = Pick<
   | 'partners'
   | 'partnerCredentials'
   | 'signups'
+  | 'cloudExports'
 > & {
   version: string
   /** KMS_REDIS_PREFIX: keys the API writes to Redis (the partner rate limit) start with it. */

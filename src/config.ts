@@ -58,6 +58,8 @@ export interface Config {
   partnerCommissionBasisPoints: number
   /** KMS_SIGNUP_RATE_PER_HOUR: sign-up requests (API and pages together) per client IP and hour. */
   signupRatePerHour: number
+  /** KMS_CLOUD_EXPORT_TIMEOUT_MS: each HTTP exchange with a cloud KMS during a push. */
+  cloudExportTimeoutMs: number
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -294,6 +296,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     stripeWebhookSecret: env['KMS_STRIPE_WEBHOOK_SECRET'] || undefined,
     partnerCommissionBasisPoints: integer(env, 'KMS_PARTNER_COMMISSION_BPS', 2000, 0, 10_000),
     signupRatePerHour: integer(env, 'KMS_SIGNUP_RATE_PER_HOUR', 20, 1, 1_000_000),
+    cloudExportTimeoutMs: integer(env, 'KMS_CLOUD_EXPORT_TIMEOUT_MS', 15_000, 100, 120_000),
   }
 }
 

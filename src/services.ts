@@ -14,6 +14,8 @@ import { type BearerAuthenticator, createBearerAuthenticator } from './auth/bear
 import { type BillingService, createBillingService } from './billing/billing-service.ts'
 import { stripeWebhook } from './billing/payment-webhook.ts'
 import { usageMeter } from './billing/usage-meter.ts'
+import { type CloudExportService, createCloudExportService } from './cloud-export/cloud-export-service.ts'
+import { CLOUD_ADAPTERS } from './cloud-export/providers/registry.ts'
 import type { Config } from './config.ts'
 import { type BatchService, createBatchService } from './crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from './crypto/crypto-service.ts'
@@ -30,8 +32,10 @@ import { createIdentity, type Identity } from './identity/identity-service.ts'
 import { jobNamespace } from './jobs/job-namespace.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
+import type { AlgorithmName, KeyType } from './keys/algorithms.ts'
 import { createKeyCache } from './keys/key-cache.ts'
 import { createKeyService, type KeyService } from './keys/key-service.ts'
+import { keyState } from './keys/key-state.ts'
 import { createMailQueue, type MailQueue } from './mail/mail-queue.ts'
 import { createMailer } from './mail/mailer.ts'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.ts'
@@ -98,6 +102,8 @@ export interface Services {
   partners: PartnerService
   /** Self-service sign-up of tenants and partners. */
   signups: SignupService
+  /** Cloud KMS connections and key exports (pushed by the job process). */
+  cloudExports: CloudExportService
   /** Partner API keys and partner portal sessions, on /api/v1/partners/*. */
   partnerCredentials: PartnerAuthenticator
   clock: Clock
@@ -302,7 +308,17 @@ export async function createServices(
     onTaskDone: metrics.poolTaskDone,
   })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
-  const keys = createKeyService({ sql, audit, tenantKeks, pool: cryptoPool, clock, keyCache })
+  // A new key version makes the key's cloud exports due (built further down: late-bound).
+  let cloudExports: CloudExportService | undefined
+  const keys = createKeyService({
+    sql,
+    audit,
+    tenantKeks,
+    pool: cryptoPool,
+    clock,
+    keyCache,
+    versionObserver: { versionAdded: (tx, event) => cloudExports!.keyVersionAdded(tx, event) },
+  })
   const random = createEntropyChainFromConfig(
     config.entropy,
     logger.child({ component: 'entropy' }),
@@ -371,6 +387,32 @@ export async function createServices(
     linkBase: () => identity!.oidc.issuer(),
   })
   const partnerCredentials = createPartnerAuthenticator({ partners, portalTokens: identity.verifier })
+  cloudExports = createCloudExportService({
+    sql,
+    clock,
+    audit,
+    tenantKeks,
+    outbound,
+    adapters: CLOUD_ADAPTERS,
+    timeoutMs: config.cloudExportTimeoutMs,
+    logger: logger.child({ component: 'cloud-export' }),
+    keys: {
+      async describe(tenantId, keyId) {
+        const row = await keyCache.getKey(tenantId, keyId)
+        if (!row) return undefined
+        return {
+          algorithm: row.algorithm as AlgorithmName,
+          keyType: row.key_type as KeyType,
+          currentVersion: row.current_version,
+          state: keyState(row, clock.now()),
+        }
+      },
+      async material(tenantId, keyId, version) {
+        const opened = await keyObjects.get(tenantId, keyId, version)
+        return opened?.publicKey ? { privateKey: opened.secretKey, publicKey: opened.publicKey } : undefined
+      },
+    },
+  })
   metrics.watch({
     audit,
     cryptoPool,
@@ -406,6 +448,7 @@ export async function createServices(
     partners,
     signups,
     partnerCredentials,
+    cloudExports,
     clock,
     cryptoPool,
     keys,

@@ -26,6 +26,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     billing: services.billing,
     partners: services.partners,
     signups: services.signups,
+    cloudExports: services.cloudExports,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { AccessPolicyService } from '../access-policies/access-policy-service.ts'
 import type { BillingService } from '../billing/billing-service.ts'
+import type { CloudExportService } from '../cloud-export/cloud-export-service.ts'
 import type { JobsConfig } from '../config.ts'
 import type { FederationService } from '../federation/saml-service.ts'
 import type { Identity } from '../identity/identity-service.ts'
@@ -40,7 +41,9 @@ import { createFairScheduler } from './fair-scheduler.ts'
  * - `deliver`: one attempt of one webhook delivery, claimed in PostgreSQL before it is made.
  *   The job hands the attempt to a fair scheduler (fair-scheduler.ts) and completes: attempts
  *   run `concurrency` at a time, round-robin across tenants, at most `tenantConcurrency` per
- *   tenant, so one tenant's slow receivers cannot delay another tenant's deliveries.
+ *   tenant, so one tenant's slow receivers cannot delay another tenant's deliveries;
+ * - `cloud-export-sweep` (queue `cloud-exports`): pushes the cloud KMS exports that are due,
+ *   each claimed with a lease in PostgreSQL, retried by the export's own backoff.
  * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
  * to Redis is re-established, so a Redis that restarted empty gets them back.
  */
@@ -73,6 +76,8 @@ export interface JobDeps {
   partners: Pick<PartnerService, 'calculateCommissions'>
   /** Sign-ups' confirmation e-mails, and those whose job was lost. */
   signups: Pick<SignupService, 'deliver' | 'overdue'>
+  /** Cloud KMS exports due for a push (their own queue and sweep). */
+  cloudExports: Pick<CloudExportService, 'syncDue'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -88,6 +93,9 @@ export interface JobDeps {
 
 const MAINTENANCE = 'maintenance'
 const WEBHOOKS = 'webhooks'
+/** Cloud KMS pushes: a queue of their own, so a slow cloud never holds up the other sweeps. */
+const CLOUD_EXPORTS = 'cloud-exports'
+const CLOUD_EXPORT_SWEEP = 'cloud-export-sweep'
 const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep', 'identity-sweep'] as const
 /**
  * Attempts a job process holds in memory at most; beyond it, jobs stay in Redis until room
@@ -104,6 +112,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
   const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
   const maintenance = new Queue(MAINTENANCE, options)
+  const cloudQueue = new Queue(CLOUD_EXPORTS, options)
+  cloudQueue.on('error', () => {})
   const deliveries = new Queue(WEBHOOKS, options)
   const mail = new Queue(MAIL_QUEUE, options)
   mail.on('error', () => {})
@@ -136,7 +146,24 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
       )
     }
+    await cloudQueue.upsertJobScheduler(
+      CLOUD_EXPORT_SWEEP,
+      { every: config.sweepMs },
+      { name: CLOUD_EXPORT_SWEEP, opts: { removeOnComplete: true, removeOnFail: 100 } },
+    )
   }
+
+  // Each tick pushes what is due (claimed in PostgreSQL with a lease, so two job processes never
+  // push one export at once); failures are retried with backoff by the export's own schedule.
+  const cloudWorker = new Worker(
+    CLOUD_EXPORTS,
+    async () => {
+      const result = await deps.cloudExports.syncDue()
+      if (result.attempted > 0) logger.info(result, 'cloud export sweep')
+      return result
+    },
+    { ...options, concurrency: 1 },
+  )
 
   const maintenanceWorker = new Worker(
     MAINTENANCE,
@@ -275,7 +302,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     job?.processedOn !== undefined && job.finishedOn !== undefined
       ? (job.finishedOn - job.processedOn) / 1000
       : undefined
-  for (const worker of [maintenanceWorker, deliveryWorker, mailWorker]) {
+  for (const worker of [maintenanceWorker, deliveryWorker, mailWorker, cloudWorker]) {
     worker.on('completed', (job) => deps.onJobDone?.(worker.name, job.name, 'completed', runTime(job)))
     worker.on('failed', (job, err) => {
       logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed')
@@ -305,7 +332,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       // Waiting for running jobs needs Redis: without it (or past the deadline) BullMQ's close
       // never settles, so the workers are closed at once; a job cut short is retried, and every
       // job is safe to run again (see above).
-      const workers = [maintenanceWorker, deliveryWorker, mailWorker]
+      const workers = [maintenanceWorker, deliveryWorker, mailWorker, cloudWorker]
       const graceful =
         connection.status === 'ready'
           ? Promise.all(workers.map((worker) => worker.close())).then(() => true)
@@ -326,7 +353,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')
         await Promise.all(workers.map((worker) => worker.close(true)))
       }
-      await Promise.all([maintenance.close(), deliveries.close(), mail.close()])
+      await Promise.all([maintenance.close(), deliveries.close(), mail.close(), cloudQueue.close()])
       connection.disconnect()
     },
   }

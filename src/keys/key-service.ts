@@ -253,6 +253,17 @@ export function createKeyService(deps: {
   clock: Clock
   /** Told of every committed change, so cached rows never outlive it. */
   keyCache: Pick<KeyCache, 'invalidateTenant'>
+  /**
+   * Told of each new version in the transaction that adds it (rotations by the API and by
+   * policies): the cloud exports become due for it (src/cloud-export). Must be quick and must
+   * not fail but with the database.
+   */
+  versionObserver?: {
+    versionAdded(
+      tx: Queryable,
+      event: { tenantId: string; keyId: string; version: number; now: Date },
+    ): Promise<void>
+  }
 }): KeyService {
   const { sql, audit, clock } = deps
 
@@ -472,6 +483,12 @@ export function createKeyService(deps: {
       public_key: material.publicKey,
       sealed_material: sealed,
       destroyed_at: null,
+    })
+    await deps.versionObserver?.versionAdded(tx, {
+      tenantId: locked.tenant_id,
+      keyId: locked.id,
+      version,
+      now,
     })
     return { current_version: version, last_rotated_at: now, updated_at: now }
   }
