@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http'
 import { KMSClient, KMSServiceException } from '@aws-sdk/client-kms'
 import {
   type HttpHandler,
@@ -5,12 +6,7 @@ import {
   type HttpRequest,
   HttpResponse,
 } from '@smithy/protocol-http'
-import type { IncomingHttpHeaders } from 'node:http'
-import {
-  OutboundError,
-  type OutboundClient,
-  type OutboundRequest,
-} from '../../outbound/outbound-client.ts'
+import { type OutboundClient, OutboundError, type OutboundRequest } from '../../outbound/outbound-client.ts'
 import { CloudProviderError } from '../provider.ts'
 
 /**
@@ -39,7 +35,11 @@ export interface AwsConnection {
  * here (credentials, region, FIPS/dual-stack endpoints, retries): a tenant's connection must
  * not pick up the host's AWS configuration.
  */
-export function createKmsClient(connection: AwsConnection, outbound: OutboundClient, timeoutMs: number): KMSClient {
+export function createKmsClient(
+  connection: AwsConnection,
+  outbound: OutboundClient,
+  timeoutMs: number,
+): KMSClient {
   return new KMSClient({
     region: connection.region,
     ...(connection.endpoint === undefined ? {} : { endpoint: connection.endpoint }),
@@ -110,7 +110,9 @@ export class OutboundHttpHandler implements HttpHandler {
 function urlOf(request: HttpRequest): URL {
   const protocol = request.protocol.endsWith(':') ? request.protocol : `${request.protocol}:`
   const host =
-    request.hostname.includes(':') && !request.hostname.startsWith('[') ? `[${request.hostname}]` : request.hostname
+    request.hostname.includes(':') && !request.hostname.startsWith('[')
+      ? `[${request.hostname}]`
+      : request.hostname
   const port = request.port === undefined ? '' : `:${request.port}`
   const query = queryStringOf(request.query)
   return new URL(`${protocol}//${host}${port}${request.path}${query === '' ? '' : `?${query}`}`)
@@ -155,8 +157,8 @@ function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
 const CREDENTIAL_ERRORS: Record<string, string> = {
   UnrecognizedClientException: 'AWS does not recognise the access key or session token',
   InvalidClientTokenId: 'AWS does not recognise the access key or session token',
-  InvalidSignatureException: 'AWS refused the request signature: check the secret access key',
-  SignatureDoesNotMatch: 'AWS refused the request signature: check the secret access key',
+  InvalidSignatureException: 'AWS refused the request signature: check the secret access key and the region',
+  SignatureDoesNotMatch: 'AWS refused the request signature: check the secret access key and the region',
   IncompleteSignatureException: 'AWS refused the request signature',
   MissingAuthenticationTokenException: 'AWS found no credentials in the request',
   ExpiredTokenException: 'The session token has expired',
@@ -187,7 +189,11 @@ const IMPORT_ERRORS = new Set([
  * Runs one SDK call, turning any failure of the exchange into a CloudProviderError. `secrets`
  * are struck out of whatever AWS text is quoted (belt and braces: AWS does not echo them).
  */
-export async function callAws<T>(operation: string, secrets: readonly string[], call: () => Promise<T>): Promise<T> {
+export async function callAws<T>(
+  operation: string,
+  secrets: readonly string[],
+  call: () => Promise<T>,
+): Promise<T> {
   try {
     return await call()
   } catch (error) {
@@ -199,12 +205,19 @@ export function toCloudProviderError(operation: string, error: unknown, secrets:
   if (error instanceof CloudProviderError) return error
   if (error instanceof OutboundError) return fromOutboundError(operation, error)
   if (error instanceof KMSServiceException) return fromAwsError(operation, error, secrets)
-  // Neither the transport nor AWS: the SDK could not read an answer (a proxy's HTML page, a
-  // truncated body). Its text may quote the answer, so only its kind is kept.
+  // Neither the transport nor an AWS error: the SDK could not read an answer (a proxy's HTML
+  // error page, a truncated body). Its text may quote the answer, so only the status is kept.
   if (error instanceof Error && '$metadata' in error) {
+    const status = statusOf(error.$metadata)
+    if (isPassingStatus(status))
+      return new CloudProviderError(
+        'cloud_unavailable',
+        `AWS KMS ${operation} failed for now (HTTP ${status})`,
+        true,
+      )
     return new CloudProviderError(
       'cloud_bad_response',
-      `AWS KMS ${operation}: the answer could not be read (${safeName(error.name)})`,
+      `AWS KMS ${operation}: the answer could not be read${status ? ` (HTTP ${status})` : ''}`,
       true,
     )
   }
@@ -221,27 +234,44 @@ function fromOutboundError(operation: string, error: OutboundError): CloudProvid
         false,
       )
     case 'destination_unresolved':
-      return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: the endpoint's host did not resolve`, true)
+      return new CloudProviderError(
+        'cloud_unreachable',
+        `AWS KMS ${operation}: the endpoint's host did not resolve`,
+        true,
+      )
     case 'timeout':
       return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: no answer in time`, true)
     case 'response_too_large':
-      return new CloudProviderError('cloud_bad_response', `AWS KMS ${operation}: the answer was too large`, true)
+      return new CloudProviderError(
+        'cloud_bad_response',
+        `AWS KMS ${operation}: the answer was too large`,
+        true,
+      )
     default:
       return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: the connection failed`, true)
   }
 }
 
-function fromAwsError(operation: string, error: KMSServiceException, secrets: readonly string[]): CloudProviderError {
+function fromAwsError(
+  operation: string,
+  error: KMSServiceException,
+  secrets: readonly string[],
+): CloudProviderError {
   const name = safeName(error.name)
   const status = error.$metadata.httpStatusCode
   const fixed = CREDENTIAL_ERRORS[name]
-  if (fixed !== undefined) return new CloudProviderError('cloud_credentials_refused', `${fixed} (${name})`, false)
+  if (fixed !== undefined)
+    return new CloudProviderError('cloud_credentials_refused', `${fixed} (${name})`, false)
   const said = quote(error.message, secrets)
   if (name === 'AccessDeniedException') {
     // AWS names the principal and the missing permission: what the tenant needs to fix its policy.
-    return new CloudProviderError('cloud_credentials_refused', `AWS KMS ${operation} was denied: ${said}`, false)
+    return new CloudProviderError(
+      'cloud_credentials_refused',
+      `AWS KMS ${operation} was denied: ${said}`,
+      false,
+    )
   }
-  if (PASSING_ERRORS.has(name) || error.$fault === 'server' || status === 429 || (status ?? 0) >= 500) {
+  if (PASSING_ERRORS.has(name) || error.$fault === 'server' || isPassingStatus(status)) {
     return new CloudProviderError(
       'cloud_unavailable',
       `AWS KMS ${operation} failed for now (${name}${status ? `, HTTP ${status}` : ''})`,
@@ -249,10 +279,22 @@ function fromAwsError(operation: string, error: KMSServiceException, secrets: re
     )
   }
   if (name === 'LimitExceededException') {
-    return new CloudProviderError('cloud_quota_exceeded', `AWS KMS ${operation}: a quota is exhausted: ${said}`, false)
+    return new CloudProviderError(
+      'cloud_quota_exceeded',
+      `AWS KMS ${operation}: a quota is exhausted: ${said}`,
+      false,
+    )
   }
   const code = IMPORT_ERRORS.has(name) ? 'cloud_import_refused' : 'cloud_request_refused'
   return new CloudProviderError(code, `AWS KMS refused ${operation} (${name}): ${said}`, false)
+}
+
+const isPassingStatus = (status: number | undefined) =>
+  status !== undefined && (status === 429 || status >= 500)
+
+const statusOf = (metadata: unknown): number | undefined => {
+  const status = (metadata as { httpStatusCode?: unknown } | null)?.httpStatusCode
+  return typeof status === 'number' ? status : undefined
 }
 
 /** An error name as AWS sent it, reduced to what an error name can be. */

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
 import {
   createHttpHeaders,
   type HttpClient,
@@ -63,7 +64,7 @@ export function createOutboundHttpClient(options: TransportOptions): HttpClient 
       const authorized = request.headers.has('authorization')
       try {
         const answer = await options.outbound.request(toOutboundRequest(request, options.timeoutMs))
-        const bodyAsText = answer.body.toString('utf8')
+        const bodyAsText = decode(answer.body, answer.headers['content-encoding']).toString('utf8')
         options.journal.last = {
           service: options.service,
           status: answer.status,
@@ -93,6 +94,8 @@ function toOutboundRequest(request: PipelineRequest, timeoutMs: number): Outboun
   // The outbound client sets Host from the URL and Node the length from the body it is given.
   delete headers['host']
   delete headers['content-length']
+  // The pipeline asks for gzip, which its own transport would undo; this one asks for none.
+  headers['accept-encoding'] = 'identity'
   const body = toBody(request.body)
   return {
     url: new URL(request.url),
@@ -125,6 +128,30 @@ function toAbortSignal(signal: SignalLike): AbortSignal {
   if (signal.aborted) controller.abort()
   else signal.addEventListener('abort', () => controller.abort(), { once: true })
   return controller.signal
+}
+
+/** A server that compresses anyway is decoded, within the same bound as the raw answer. */
+function decode(body: Buffer, encoding: string | undefined): Buffer {
+  const limits = { maxOutputLength: MAX_RESPONSE_BYTES }
+  try {
+    switch (encoding?.trim().toLowerCase()) {
+      case undefined:
+      case '':
+      case 'identity':
+        return body
+      case 'gzip':
+        return gunzipSync(body, limits)
+      case 'deflate':
+        return inflateSync(body, limits)
+      case 'br':
+        return brotliDecompressSync(body, limits)
+    }
+  } catch (error) {
+    const tooLarge = (error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE'
+    throw new OutboundError(tooLarge ? 'response_too_large' : 'connection_failed')
+  }
+  // An encoding that was not asked for and is not known: the answer cannot be read.
+  throw new OutboundError('connection_failed')
 }
 
 function toPipelineHeaders(headers: IncomingHttpHeaders): HttpHeaders {

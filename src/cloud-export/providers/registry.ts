@@ -1,4 +1,7 @@
 import type { CloudProvider, CloudProviderAdapter } from '../provider.ts'
+import { scalewayProvider } from './scaleway.ts'
 
 /** Every provider this release speaks to (docs/cloud-export.md). */
-export const CLOUD_ADAPTERS: Partial<Record<CloudProvider, CloudProviderAdapter>> = {}
+export const CLOUD_ADAPTERS: Partial<Record<CloudProvider, CloudProviderAdapter>> = {
+  scaleway: scalewayProvider,
+}

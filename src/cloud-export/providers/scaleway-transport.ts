@@ -1,14 +1,16 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { createClient } from '@scaleway/sdk-client'
+import { createAdvancedClient, withHTTPClient, withProfile } from '@scaleway/sdk-client'
 import { API as KeyManagerApi } from '@scaleway/sdk-key-manager/v1alpha1'
 import type { OutboundClient, OutboundRequest } from '../../outbound/outbound-client.ts'
 import { CloudProviderError, type ConnectionContext } from '../provider.ts'
 
 /**
- * The Scaleway SDK with its HTTP transport replaced: `createClient` takes an `httpClient` (any
- * fetch-compatible function, settings.httpClient in @scaleway/sdk-client), and every request the
- * Key Manager API class builds goes through it, so each one passes the guarded outbound client
- * (address policy, pinned connection, deadline, bounded answer) instead of the global fetch.
+ * The Scaleway SDK with its HTTP transport replaced: the client's `httpClient` setting (any
+ * fetch-compatible function) performs every request the Key Manager API class builds, so each
+ * one passes the guarded outbound client (address policy, pinned connection, deadline, bounded
+ * answer) instead of the global fetch. It must be set with `withHTTPClient` on
+ * `createAdvancedClient`: `createClient` reads only the profile fields and silently keeps the
+ * global fetch.
  */
 
 /** A Key Manager answer is a key, a key list or a PEM: far below this. */
@@ -37,16 +39,18 @@ export function createKeyManagerApi(
   const outbound = scaleway.caCertificate
     ? connection.outbound.withExtraCa(scaleway.caCertificate)
     : connection.outbound
-  let client: ReturnType<typeof createClient>
+  let client: ReturnType<typeof createAdvancedClient>
   try {
-    client = createClient({
-      accessKey: scaleway.accessKey,
-      secretKey: scaleway.secretKey,
-      defaultRegion: scaleway.region,
-      defaultProjectId: scaleway.projectId,
-      apiURL: scaleway.apiUrl,
-      httpClient: createGuardedFetch(outbound, connection.timeoutMs),
-    })
+    client = createAdvancedClient(
+      withProfile({
+        accessKey: scaleway.accessKey,
+        secretKey: scaleway.secretKey,
+        defaultRegion: scaleway.region,
+        defaultProjectId: scaleway.projectId,
+        apiURL: scaleway.apiUrl,
+      }),
+      withHTTPClient(createGuardedFetch(outbound, connection.timeoutMs)),
+    )
   } catch {
     // The SDK's own validation messages quote the values they refuse, the secret key included:
     // none of it is passed on (parseCredentials applies the same patterns, so this is a backstop).

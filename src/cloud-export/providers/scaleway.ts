@@ -1,18 +1,18 @@
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { Errors } from '@scaleway/sdk-client'
 import type {
-  API as KeyManagerApi,
   Key,
   KeyAlgorithmAsymmetricEncryption,
   KeyAlgorithmAsymmetricSigning,
+  API as KeyManagerApi,
   KeyUsage,
 } from '@scaleway/sdk-key-manager/v1alpha1'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
 import { OutboundError } from '../../outbound/outbound-client.ts'
 import {
+  CloudFieldError,
   type CloudProviderAdapter,
   CloudProviderError,
-  CloudFieldError,
   type ConnectionContext,
   type ExportMaterial,
   type PushResult,
@@ -96,7 +96,8 @@ function parseSettings(input: Record<string, unknown>): Record<string, unknown> 
     throw new CloudFieldError('settings.region', 'must be a Scaleway region such as fr-par, nl-ams or pl-waw')
   }
   const projectId = requireString('settings.projectId', input.projectId)
-  if (!UUID.test(projectId)) throw new CloudFieldError('settings.projectId', 'must be a Scaleway project id (a UUID)')
+  if (!UUID.test(projectId))
+    throw new CloudFieldError('settings.projectId', 'must be a Scaleway project id (a UUID)')
   const caCertificate = parseCaCertificate(input.caCertificate)
   return {
     region,
@@ -144,10 +145,14 @@ function parseCredentials(input: Record<string, unknown>): Record<string, unknow
   // Messages never quote what was given: these fields are secrets, or sit next to them.
   const accessKey = requireString('credentials.accessKey', input.accessKey)
   if (!ACCESS_KEY.test(accessKey)) {
-    throw new CloudFieldError('credentials.accessKey', 'must be a Scaleway access key (SCW and 17 letters or digits)')
+    throw new CloudFieldError(
+      'credentials.accessKey',
+      'must be a Scaleway access key (SCW and 17 letters or digits)',
+    )
   }
   const secretKey = requireString('credentials.secretKey', input.secretKey)
-  if (!UUID.test(secretKey)) throw new CloudFieldError('credentials.secretKey', 'must be a Scaleway secret key (a UUID)')
+  if (!UUID.test(secretKey))
+    throw new CloudFieldError('credentials.secretKey', 'must be a Scaleway secret key (a UUID)')
   return { accessKey, secretKey }
 }
 
@@ -164,7 +169,10 @@ function parseTarget(input: Record<string, unknown>): Record<string, unknown> {
   const description = requireString('target.description', input.description)
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
   if (description.length > MAX_DESCRIPTION || /[\u0000-\u001f\u007f]/.test(description)) {
-    throw new CloudFieldError('target.description', `must be at most ${MAX_DESCRIPTION} characters on one line`)
+    throw new CloudFieldError(
+      'target.description',
+      `must be at most ${MAX_DESCRIPTION} characters on one line`,
+    )
   }
   return { keyName, description }
 }
@@ -195,7 +203,10 @@ function scalewayConnection(connection: ConnectionContext): ScalewayConnection {
     throw new CloudProviderError('cloud_connection_invalid', 'the Scaleway connection is incomplete', false)
   }
   const caCertificate = typeof settings.caCertificate === 'string' ? settings.caCertificate : undefined
-  return { ...(fields as Omit<ScalewayConnection, 'caCertificate'>), ...(caCertificate ? { caCertificate } : {}) }
+  return {
+    ...(fields as Omit<ScalewayConnection, 'caCertificate'>),
+    ...(caCertificate ? { caCertificate } : {}),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,11 +244,17 @@ async function push(
     ))
   if (key.state === 'pending_key_material') key = await importMaterial(api, scaleway, key.id, material)
   else if (key.state !== 'enabled') {
-    throw new CloudProviderError('cloud_key_unusable', `the Scaleway key ${key.id} for this version is ${key.state}`, false)
+    throw new CloudProviderError(
+      'cloud_key_unusable',
+      `the Scaleway key ${key.id} for this version is ${key.state}`,
+      false,
+    )
   }
   await assertHoldsKey(api, scaleway, key.id, material.publicKey)
 
-  const previousKeyId = previous && previous.providerKeyId !== key.id ? previous.providerKeyId : undefined
+  // The key the previous version lives in (kept across a repeated push of the same version).
+  const carried = typeof previous?.state.previousKeyId === 'string' ? previous.state.previousKeyId : undefined
+  const previousKeyId = previous && previous.providerKeyId !== key.id ? previous.providerKeyId : carried
   return {
     providerKeyId: key.id,
     state: {
@@ -264,7 +281,10 @@ function usageFor(material: ExportMaterial): KeyUsage {
 }
 
 /** What ties a Scaleway key to one version of one of the service's keys. */
-const versionTags = (material: ExportMaterial) => [`kms-key:${material.keyId}`, `kms-version:${material.version}`]
+const versionTags = (material: ExportMaterial) => [
+  `kms-key:${material.keyId}`,
+  `kms-version:${material.version}`,
+]
 
 const sameUsage = (a: KeyUsage | undefined, b: KeyUsage) =>
   a?.asymmetricSigning === b.asymmetricSigning &&
@@ -297,7 +317,9 @@ async function findVersionKey(
       tags.every((t) => k.tags?.includes(t)) &&
       sameUsage(k.usage, usage),
   )
-  return ours.find((k) => k.state === 'enabled') ?? ours.find((k) => k.state === 'pending_key_material') ?? ours[0]
+  return (
+    ours.find((k) => k.state === 'enabled') ?? ours.find((k) => k.state === 'pending_key_material') ?? ours[0]
+  )
 }
 
 async function importMaterial(
@@ -328,11 +350,19 @@ async function assertHoldsKey(
   try {
     held = createPublicKey(String(pem))
   } catch {
-    throw new CloudProviderError('cloud_unexpected_response', 'Scaleway returned a public key that cannot be read', false)
+    throw new CloudProviderError(
+      'cloud_unexpected_response',
+      'Scaleway returned a public key that cannot be read',
+      false,
+    )
   }
   const spki = (k: KeyObject) => k.export({ format: 'der', type: 'spki' })
   if (!spki(held).equals(spki(publicKey))) {
-    throw new CloudProviderError('cloud_key_mismatch', `the Scaleway key ${keyId} does not hold this key version`, false)
+    throw new CloudProviderError(
+      'cloud_key_mismatch',
+      `the Scaleway key ${keyId} does not hold this key version`,
+      false,
+    )
   }
 }
 
@@ -363,37 +393,70 @@ function toCloudError(step: Step, error: unknown): CloudProviderError {
         false,
       )
     }
-    return new CloudProviderError('cloud_unavailable', `Scaleway Key Manager could not be reached (${error.code})`, true)
+    return new CloudProviderError(
+      'cloud_unavailable',
+      `Scaleway Key Manager could not be reached (${error.code})`,
+      true,
+    )
   }
   if (!(error instanceof Errors.ScalewayError)) {
-    return new CloudProviderError('cloud_unexpected_response', 'Scaleway Key Manager gave an unreadable answer', false)
+    return new CloudProviderError(
+      'cloud_unexpected_response',
+      'Scaleway Key Manager gave an unreadable answer',
+      false,
+    )
   }
   const status = error.status
   const detail = `HTTP ${status}${describeRefusal(error)}`
   if (status === 401 || status === 403) {
-    return new CloudProviderError('cloud_credentials_refused', `Scaleway refused the credentials (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_credentials_refused',
+      `Scaleway refused the credentials (${detail})`,
+      false,
+    )
   }
   if (status === 429 || status >= 500) {
-    return new CloudProviderError('cloud_unavailable', `Scaleway Key Manager is unavailable (${detail})`, true)
+    return new CloudProviderError(
+      'cloud_unavailable',
+      `Scaleway Key Manager is unavailable (${detail})`,
+      true,
+    )
   }
   if ((step === 'create' || step === 'import') && [400, 409, 412, 422].includes(status)) {
     const what = step === 'create' ? 'a key of this algorithm' : 'the key material'
-    return new CloudProviderError('cloud_import_refused', `Scaleway Key Manager refused ${what} (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_import_refused',
+      `Scaleway Key Manager refused ${what} (${detail})`,
+      false,
+    )
   }
   if (status === 404) {
-    return new CloudProviderError('cloud_not_found', `Scaleway Key Manager found nothing there (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_not_found',
+      `Scaleway Key Manager found nothing there (${detail})`,
+      false,
+    )
   }
   if (status < 400) {
-    return new CloudProviderError('cloud_unexpected_response', `Scaleway Key Manager answered ${detail}`, false)
+    return new CloudProviderError(
+      'cloud_unexpected_response',
+      `Scaleway Key Manager answered ${detail}`,
+      false,
+    )
   }
-  return new CloudProviderError('cloud_request_refused', `Scaleway Key Manager refused the request (${detail})`, false)
+  return new CloudProviderError(
+    'cloud_request_refused',
+    `Scaleway Key Manager refused the request (${detail})`,
+    false,
+  )
 }
 
 const SAFE_WORD = /^[a-z][a-z0-9_.[\]-]{0,63}$/i
 
 function describeRefusal(error: InstanceType<typeof Errors.ScalewayError>): string {
   const body = error.body as { type?: unknown } | string
-  const type = typeof body === 'object' && typeof body.type === 'string' && SAFE_WORD.test(body.type) ? body.type : ''
+  const type =
+    typeof body === 'object' && typeof body.type === 'string' && SAFE_WORD.test(body.type) ? body.type : ''
   const argumentNames =
     error instanceof Errors.InvalidArgumentsError
       ? error.details.map((d) => d.argumentName).filter((name) => SAFE_WORD.test(name))
