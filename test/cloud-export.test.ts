@@ -3,6 +3,7 @@ import { constants, createPublicKey, type KeyObject, randomUUID, sign, verify } 
 import { after, before, describe, test } from 'node:test'
 import type { CloudProvider } from '../src/cloud-export/provider.ts'
 import type { AlgorithmName } from '../src/keys/algorithms.ts'
+import { startFakeAwsKms } from './helpers/fake-aws-kms.ts'
 import { startFakeScalewayKms } from './helpers/fake-scaleway-kms.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
@@ -51,6 +52,27 @@ const scaleway: ProviderSpec<Awaited<ReturnType<typeof startFakeScalewayKms>> & 
   }
 })()
 
+const aws: ProviderSpec<Awaited<ReturnType<typeof startFakeAwsKms>> & RunningFake> = (() => {
+  const credentials = {
+    accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+    secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+  }
+  return {
+    provider: 'aws',
+    start: () => startFakeAwsKms({ region: 'eu-west-1', credentials }),
+    settings: (fake) => ({ region: 'eu-west-1', endpoint: fake.url }),
+    credentials: () => credentials,
+    wrongCredentials: () => ({ ...credentials, secretAccessKey: 'wrongwrongwrongwrongwrongwrongwrongwrong' }),
+    target: (name) => ({ alias: `alias/${name}` }),
+    algorithm: 'RSA-2048',
+    heldKey: (fake, providerKeyId) => {
+      // The ARN ends in key/<key id>.
+      const held = fake.keys().get(providerKeyId.split('/').at(-1) ?? '')
+      return held?.privateKey ? { privateKey: held.privateKey } : undefined
+    },
+  }
+})()
+
 /** How the service signs by default (DESIGN): RSA-PSS SHA-256 with a 32-byte salt; ECDSA DER; Ed25519. */
 function signLikeTheService(algorithm: AlgorithmName, key: KeyObject, message: Buffer): Buffer {
   if (algorithm.startsWith('RSA'))
@@ -62,7 +84,12 @@ function signLikeTheService(algorithm: AlgorithmName, key: KeyObject, message: B
 
 function verifyLikeTheService(algorithm: AlgorithmName, key: KeyObject, message: Buffer, signature: Buffer) {
   if (algorithm.startsWith('RSA'))
-    return verify('sha256', message, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 }, signature)
+    return verify(
+      'sha256',
+      message,
+      { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 },
+      signature,
+    )
   if (algorithm === 'Ed25519') return verify(null, message, key, signature)
   const hash = { 'EC-P256': 'sha256', 'EC-P384': 'sha384', 'EC-P521': 'sha512' }[algorithm as 'EC-P256']
   return verify(hash, message, key, signature)
@@ -221,7 +248,11 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
         assert.ok(answer.body.supportedAlgorithms.includes(spec.algorithm))
         assert.ok(!answer.body.supportedAlgorithms.includes(algorithm))
       }
-      const hmac = await api('POST', '/keys', { name: `h-${randomUUID()}`, keyType: 'HMAC', algorithm: 'HMAC-SHA256' })
+      const hmac = await api('POST', '/keys', {
+        name: `h-${randomUUID()}`,
+        keyType: 'HMAC',
+        algorithm: 'HMAC-SHA256',
+      })
       const answer = await api('POST', `/keys/${hmac.body.id}/cloud-exports`, {
         connectionId: conn.id,
         target: spec.target('refused'),
@@ -305,4 +336,5 @@ interface ExportBody {
   providerKeyId: string | null
 }
 
+providerSuite(aws)
 providerSuite(scaleway)

@@ -11,7 +11,12 @@ import {
 import { after, before, describe, test } from 'node:test'
 import { ClientSecretCredential } from '@azure/identity'
 import { CryptographyClient, KeyClient, type SignatureAlgorithm } from '@azure/keyvault-keys'
-import { CloudFieldError, CloudProviderError, type ConnectionContext, type ExportMaterial } from '../src/cloud-export/provider.ts'
+import {
+  CloudFieldError,
+  CloudProviderError,
+  type ConnectionContext,
+  type ExportMaterial,
+} from '../src/cloud-export/provider.ts'
 import { azureProvider } from '../src/cloud-export/providers/azure.ts'
 import { createOutboundHttpClient } from '../src/cloud-export/providers/azure-transport.ts'
 import type { AlgorithmName, KeyType } from '../src/keys/algorithms.ts'
@@ -39,14 +44,18 @@ before(async () => {
 })
 after(() => fake.stop())
 
-function connection(overrides: { clientSecret?: string; clientId?: string; outbound?: OutboundClient } = {}) {
+function connection(
+  overrides: { tenantId?: string; clientSecret?: string; clientId?: string; outbound?: OutboundClient } = {},
+) {
   return {
     settings: azureProvider.parseSettings({
-      tenantId: fake.tenantId,
+      tenantId: overrides.tenantId ?? fake.tenantId,
       clientId: overrides.clientId ?? fake.clientId,
       authorityHost: fake.url,
     }),
-    credentials: azureProvider.parseCredentials({ clientSecret: overrides.clientSecret ?? fake.clientSecret }),
+    credentials: azureProvider.parseCredentials({
+      clientSecret: overrides.clientSecret ?? fake.clientSecret,
+    }),
     outbound: overrides.outbound ?? outbound,
     timeoutMs: TIMEOUT_MS,
   } satisfies ConnectionContext
@@ -66,7 +75,12 @@ function material(algorithm: AlgorithmName, keyType: KeyType, version = 1, keyId
 }
 
 /** A refusal with this code and retryability whose message holds no secret. */
-async function assertRefused(promise: Promise<unknown>, code: string, retryable: boolean, secrets: string[] = []) {
+async function assertRefused(
+  promise: Promise<unknown>,
+  code: string,
+  retryable: boolean,
+  secrets: string[] = [],
+) {
   const error = await promise.then(
     () => assert.fail(`expected ${code}`),
     (e: unknown) => e,
@@ -74,7 +88,8 @@ async function assertRefused(promise: Promise<unknown>, code: string, retryable:
   assert.ok(error instanceof CloudProviderError, `not a CloudProviderError: ${String(error)}`)
   assert.equal(error.code, code, error.message)
   assert.equal(error.retryable, retryable, error.message)
-  for (const secret of [fake.clientSecret, ...secrets]) assert.ok(!error.message.includes(secret), error.message)
+  for (const secret of [fake.clientSecret, ...secrets])
+    assert.ok(!error.message.includes(secret), error.message)
   return error
 }
 
@@ -151,27 +166,45 @@ describe('validation', () => {
       authorityHost: 'https://login.microsoftonline.com',
     })
     assert.equal(
-      azureProvider.parseSettings({ tenantId: clientId, clientId, authorityHost: 'https://login.chinacloudapi.cn/' })[
-        'authorityHost'
-      ],
+      azureProvider.parseSettings({
+        tenantId: clientId,
+        clientId,
+        authorityHost: 'https://login.chinacloudapi.cn/',
+      })['authorityHost'],
       'https://login.chinacloudapi.cn',
     )
     assertFieldError(() => azureProvider.parseSettings({ clientId }), 'settings.tenantId')
     assertFieldError(() => azureProvider.parseSettings({ tenantId: 'common', clientId }), 'settings.tenantId')
-    assertFieldError(() => azureProvider.parseSettings({ tenantId: clientId, clientId: 'app' }), 'settings.clientId')
-    for (const authorityHost of ['http://login.microsoftonline.com', 'https://login.microsoftonline.com/tenant', 7]) {
+    assertFieldError(
+      () => azureProvider.parseSettings({ tenantId: clientId, clientId: 'app' }),
+      'settings.clientId',
+    )
+    for (const authorityHost of [
+      'http://login.microsoftonline.com',
+      'https://login.microsoftonline.com/tenant',
+      7,
+    ]) {
       assertFieldError(
         () => azureProvider.parseSettings({ tenantId: clientId, clientId, authorityHost }),
         'settings.authorityHost',
       )
     }
-    assertFieldError(() => azureProvider.parseSettings({ tenantId: clientId, clientId, region: 'x' }), 'settings.region')
+    assertFieldError(
+      () => azureProvider.parseSettings({ tenantId: clientId, clientId, region: 'x' }),
+      'settings.region',
+    )
   })
 
   test('credentials: the client secret, never quoted back', () => {
-    assert.deepEqual(azureProvider.parseCredentials({ clientSecret: 'Abc8Q~x.y_z-1' }), { clientSecret: 'Abc8Q~x.y_z-1' })
+    assert.deepEqual(azureProvider.parseCredentials({ clientSecret: 'Abc8Q~x.y_z-1' }), {
+      clientSecret: 'Abc8Q~x.y_z-1',
+    })
     const malformed = 'not a valid secret: s3cr3t-value'
-    assertFieldError(() => azureProvider.parseCredentials({ clientSecret: malformed }), 'credentials.clientSecret', 's3cr3t')
+    assertFieldError(
+      () => azureProvider.parseCredentials({ clientSecret: malformed }),
+      'credentials.clientSecret',
+      's3cr3t',
+    )
     assertFieldError(() => azureProvider.parseCredentials({}), 'credentials.clientSecret')
     assertFieldError(() => azureProvider.parseCredentials({ clientSecret: '' }), 'credentials.clientSecret')
     assertFieldError(
@@ -182,10 +215,13 @@ describe('validation', () => {
   })
 
   test('target: an https vault URL (as its origin) and a Key Vault key name', () => {
-    assert.deepEqual(azureProvider.parseTarget({ vaultUrl: 'https://my-vault.vault.azure.net/', keyName: 'kms-key-1' }), {
-      vaultUrl: 'https://my-vault.vault.azure.net',
-      keyName: 'kms-key-1',
-    })
+    assert.deepEqual(
+      azureProvider.parseTarget({ vaultUrl: 'https://my-vault.vault.azure.net/', keyName: 'kms-key-1' }),
+      {
+        vaultUrl: 'https://my-vault.vault.azure.net',
+        keyName: 'kms-key-1',
+      },
+    )
     for (const vaultUrl of [
       'http://my-vault.vault.azure.net',
       'https://my-vault.vault.azure.net/keys',
@@ -272,7 +308,12 @@ describe('push', () => {
     const pss = { key: pushed.publicKey, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 32 }
     assert.ok(verify('sha256', message, pss, await vaultSignature(result.providerKeyId, 'PS256', message)))
     assert.ok(
-      verify('sha256', message, pushed.publicKey, await vaultSignature(result.providerKeyId, 'RS256', message)),
+      verify(
+        'sha256',
+        message,
+        pushed.publicKey,
+        await vaultSignature(result.providerKeyId, 'RS256', message),
+      ),
     )
 
     const { publicKey } = await vaultPublicKey('rsa-signing', stored.version)
@@ -333,6 +374,36 @@ describe('push', () => {
     assert.ok(!verify('sha256', message, first.publicKey, signature))
   })
 
+  test('a tenant named by its domain gets its token though the challenge names the tenant id', async () => {
+    const pushed = material('EC-P384', 'Signing')
+    const result = await azureProvider.push(
+      connection({ tenantId: fake.tenantDomain }),
+      target('by-domain'),
+      pushed,
+      null,
+    )
+    const [stored] = storedVersions('by-domain')
+    assert.ok(stored)
+    assert.equal(result.providerKeyId, `${fake.url}/keys/by-domain/${stored.version}`)
+    assertSameKey(stored, pushed)
+  })
+
+  test('a challenge for an audience other than Key Vault gets no token', async () => {
+    fake.setChallengeResource('https://management.azure.com')
+    const tokenRequests = () => fake.requests.filter((r) => r.path.endsWith('/oauth2/v2.0/token')).length
+    const before = tokenRequests()
+    try {
+      await assertRefused(
+        azureProvider.push(connection(), target('other-audience'), material('EC-P256', 'Signing'), null),
+        'cloud_unexpected_response',
+        false,
+      )
+    } finally {
+      fake.setChallengeResource('https://vault.azure.net')
+    }
+    assert.equal(tokenRequests(), before)
+  })
+
   test('an Ed25519 key is refused by the vault, as a real one does: not retryable', async () => {
     const error = await assertRefused(
       azureProvider.push(connection(), target('ed25519'), material('Ed25519', 'Signing'), null),
@@ -346,7 +417,12 @@ describe('push', () => {
   test('a wrong secret is refused credentials, not quoted', async () => {
     const wrong = 'Other8Q~wrong-secret-456'
     await assertRefused(
-      azureProvider.push(connection({ clientSecret: wrong }), target('refused'), material('EC-P384', 'Signing'), null),
+      azureProvider.push(
+        connection({ clientSecret: wrong }),
+        target('refused'),
+        material('EC-P384', 'Signing'),
+        null,
+      ),
       'cloud_credentials_refused',
       false,
       [wrong],
@@ -370,7 +446,11 @@ describe('push', () => {
   test('an algorithm Azure does not take is refused before any request', async () => {
     const before = fake.requests.length
     const pushed = { ...material('RSA-2048', 'Signing'), algorithm: 'ML-DSA-65' as const }
-    await assertRefused(azureProvider.push(connection(), target('pq'), pushed, null), 'cloud_algorithm_unsupported', false)
+    await assertRefused(
+      azureProvider.push(connection(), target('pq'), pushed, null),
+      'cloud_algorithm_unsupported',
+      false,
+    )
     assert.equal(fake.requests.length, before)
   })
 
@@ -385,7 +465,11 @@ describe('push', () => {
       )
       assert.match(unavailable.message, /HTTP 503/)
       fake.setDown(true, 'reset')
-      await assertRefused(azureProvider.push(connection(), target('outage'), pushed, null), 'cloud_unreachable', true)
+      await assertRefused(
+        azureProvider.push(connection(), target('outage'), pushed, null),
+        'cloud_unreachable',
+        true,
+      )
       await assertRefused(azureProvider.testConnection(connection()), 'cloud_unreachable', true)
     } finally {
       fake.setDown(false)
@@ -401,7 +485,12 @@ describe('push', () => {
   test('a vault the outbound policy refuses is not retried', async () => {
     const strict = createOutboundClient({ allow: createAllowList([]) }).withExtraCa(fake.caPem)
     const error = await assertRefused(
-      azureProvider.push(connection({ outbound: strict }), target('refused'), material('EC-P256', 'Signing'), null),
+      azureProvider.push(
+        connection({ outbound: strict }),
+        target('refused'),
+        material('EC-P256', 'Signing'),
+        null,
+      ),
       'cloud_destination_not_allowed',
       false,
     )

@@ -4,8 +4,8 @@ import {
   createPrivateKey,
   createPublicKey,
   constants as cryptoConstants,
-  type JsonWebKey as NodeJwk,
   type KeyObject,
+  type JsonWebKey as NodeJwk,
   privateEncrypt,
   randomBytes,
   randomUUID,
@@ -32,6 +32,8 @@ x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoPro
 
 export interface FakeAzureKeyVaultOptions {
   tenantId?: string
+  /** A domain name of the tenant, which the token endpoint also takes (the challenge names the GUID). */
+  tenantDomain?: string
   clientId?: string
   clientSecret?: string
 }
@@ -51,6 +53,7 @@ export interface FakeAzureKeyVault {
   /** The server's self-signed certificate: the CA to trust. */
   caPem: string
   tenantId: string
+  tenantDomain: string
   clientId: string
   clientSecret: string
   /** Key name (as first imported) → its versions, oldest first. */
@@ -61,6 +64,8 @@ export interface FakeAzureKeyVault {
   setDown(down: boolean, how?: 'unavailable' | 'reset'): void
   /** The application lacks the keys/import permission: imports get Key Vault's 403. */
   denyImports(deny: boolean): void
+  /** The audience the bearer challenge names (`https://vault.azure.net` unless a test changes it). */
+  setChallengeResource(resource: string): void
   stop(): Promise<void>
 }
 
@@ -75,8 +80,11 @@ interface IssuedToken {
   expiresAt: number
 }
 
-export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions = {}): Promise<FakeAzureKeyVault> {
+export async function startFakeAzureKeyVault(
+  options: FakeAzureKeyVaultOptions = {},
+): Promise<FakeAzureKeyVault> {
   const tenantId = options.tenantId ?? '72f988bf-86f1-41af-91ab-2d7cd011db47'
+  const tenantDomain = options.tenantDomain ?? 'contoso.onmicrosoft.com'
   const clientId = options.clientId ?? '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'
   const clientSecret = options.clientSecret ?? `fake~${randomBytes(18).toString('base64url')}`
   const certificate = await makeServerCertificate()
@@ -85,6 +93,7 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
   const requests: FakeAzureKeyVault['requests'] = []
   let down: false | 'unavailable' | 'reset' = false
   let importsDenied = false
+  let challengeResource = VAULT_RESOURCE
   let base = ''
 
   const server: Server = createServer({ key: certificate.keyPem, cert: certificate.pem }, (req, res) => {
@@ -104,7 +113,11 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
   async function route(req: IncomingMessage, res: ServerResponse, url: URL) {
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent)
     if (parts[0] === 'keys') return vault(req, res, url, parts.slice(1))
-    if (req.method === 'GET' && parts.length === 4 && parts.slice(1).join('/') === 'v2.0/.well-known/openid-configuration') {
+    if (
+      req.method === 'GET' &&
+      parts.length === 4 &&
+      parts.slice(1).join('/') === 'v2.0/.well-known/openid-configuration'
+    ) {
       return openIdConfiguration(res, parts[0]!)
     }
     if (req.method === 'POST' && parts.length === 4 && parts.slice(1).join('/') === 'oauth2/v2.0/token') {
@@ -116,7 +129,8 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
   // ---- Entra ID ------------------------------------------------------------------------------
 
   function openIdConfiguration(res: ServerResponse, tenant: string) {
-    if (!isTenant(tenant)) return sendJson(res, 400, entraError('invalid_tenant', 90002, `Tenant '${tenant}' not found.`))
+    if (!isTenant(tenant))
+      return sendJson(res, 400, entraError('invalid_tenant', 90002, `Tenant '${tenant}' not found.`))
     const authority = `${base}/${tenantId}`
     sendJson(res, 200, {
       token_endpoint: `${authority}/oauth2/v2.0/token`,
@@ -143,42 +157,66 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
   }
 
   async function token(req: IncomingMessage, res: ServerResponse, tenant: string) {
-    if (!isTenant(tenant)) return sendJson(res, 400, entraError('invalid_request', 90002, `Tenant '${tenant}' not found.`))
+    if (!isTenant(tenant))
+      return sendJson(res, 400, entraError('invalid_request', 90002, `Tenant '${tenant}' not found.`))
     const form = new URLSearchParams((await readBody(req)).toString('utf8'))
     if (form.get('grant_type') !== 'client_credentials') {
-      return sendJson(res, 400, entraError('unsupported_grant_type', 70003, 'The grant type is not supported.'))
+      return sendJson(
+        res,
+        400,
+        entraError('unsupported_grant_type', 70003, 'The grant type is not supported.'),
+      )
     }
     if (form.get('client_id') !== clientId) {
       return sendJson(
         res,
         400,
-        entraError('unauthorized_client', 700016, `Application with identifier '${form.get('client_id')}' was not found.`),
+        entraError(
+          'unauthorized_client',
+          700016,
+          `Application with identifier '${form.get('client_id')}' was not found.`,
+        ),
       )
     }
     if (form.get('client_secret') !== clientSecret) {
       return sendJson(res, 401, entraError('invalid_client', 7000215, 'Invalid client secret provided.'))
     }
     const scope = (form.get('scope') ?? '').split(' ').find((s) => s.endsWith('/.default'))
-    if (!scope) return sendJson(res, 400, entraError('invalid_scope', 1002012, 'The provided value for scope is not valid.'))
+    if (!scope)
+      return sendJson(
+        res,
+        400,
+        entraError('invalid_scope', 1002012, 'The provided value for scope is not valid.'),
+      )
     const accessToken = randomBytes(32).toString('base64url')
     tokens.set(accessToken, {
       tenantId,
       resource: scope.slice(0, -'/.default'.length),
       expiresAt: Date.now() + 3600_000,
     })
-    sendJson(res, 200, { token_type: 'Bearer', expires_in: 3599, ext_expires_in: 3599, access_token: accessToken })
+    sendJson(res, 200, {
+      token_type: 'Bearer',
+      expires_in: 3599,
+      ext_expires_in: 3599,
+      access_token: accessToken,
+    })
   }
 
-  const isTenant = (tenant: string) => tenant.toLowerCase() === tenantId.toLowerCase()
+  const isTenant = (tenant: string) =>
+    [tenantId, tenantDomain].some((t) => t.toLowerCase() === tenant.toLowerCase())
 
   // ---- Key Vault -----------------------------------------------------------------------------
 
   async function vault(req: IncomingMessage, res: ServerResponse, url: URL, parts: string[]) {
-    const challenge = `Bearer authorization="${base}/${tenantId}", resource="${VAULT_RESOURCE}"`
+    const challenge = `Bearer authorization="${base}/${tenantId}", resource="${challengeResource}"`
     const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1]
     if (!bearer) {
       res.setHeader('www-authenticate', challenge)
-      return sendJson(res, 401, vaultError('Unauthorized', 'AKV10000: Request is missing a Bearer or PoP token.'))
+      return sendJson(
+        res,
+        401,
+        vaultError('Unauthorized', 'AKV10000: Request is missing a Bearer or PoP token.'),
+      )
     }
     const issued = tokens.get(bearer)
     if (!issued || issued.expiresAt < Date.now() || issued.resource !== VAULT_RESOURCE) {
@@ -186,13 +224,19 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
       return sendJson(res, 401, vaultError('Unauthorized', 'AKV10032: Invalid token.'))
     }
     if (!url.searchParams.get('api-version')) {
-      return sendJson(res, 400, vaultError('BadParameter', 'The request URI contains an invalid or missing api-version.'))
+      return sendJson(
+        res,
+        400,
+        vaultError('BadParameter', 'The request URI contains an invalid or missing api-version.'),
+      )
     }
     const [name, version, operation] = parts
-    if (!name || !KEY_NAME.test(name)) return sendJson(res, 400, vaultError('BadParameter', 'Invalid key name.'))
+    if (!name || !KEY_NAME.test(name))
+      return sendJson(res, 400, vaultError('BadParameter', 'Invalid key name.'))
     if (req.method === 'PUT' && parts.length === 1) return importKey(req, res, name)
     if (req.method === 'GET' && parts.length <= 2) return getKey(res, name, version)
-    if (req.method === 'POST' && parts.length === 3 && operation === 'sign') return sign(req, res, name, version!)
+    if (req.method === 'POST' && parts.length === 3 && operation === 'sign')
+      return sign(req, res, name, version!)
     sendJson(res, 405, vaultError('MethodNotAllowed', 'The operation is not supported.'))
   }
 
@@ -214,9 +258,14 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
       tags?: Record<string, string>
     }
     const jwk = body.key
-    if (!jwk || typeof jwk !== 'object') return sendJson(res, 400, vaultError('BadParameter', 'Property key is required.'))
+    if (!jwk || typeof jwk !== 'object')
+      return sendJson(res, 400, vaultError('BadParameter', 'Property key is required.'))
     if (jwk['kty'] !== 'RSA' && jwk['kty'] !== 'EC') {
-      return sendJson(res, 400, vaultError('BadParameter', `Invalid value for property kty: ${String(jwk['kty'])}.`))
+      return sendJson(
+        res,
+        400,
+        vaultError('BadParameter', `Invalid value for property kty: ${String(jwk['kty'])}.`),
+      )
     }
     const fields = jwk['kty'] === 'RSA' ? ['n', 'e', 'd', 'p', 'q', 'dp', 'dq', 'qi'] : ['crv', 'x', 'y', 'd']
     const keyOps = Array.isArray(jwk['key_ops']) ? (jwk['key_ops'] as string[]) : []
@@ -259,11 +308,17 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
     if (!found.entry.keyOps.includes('sign')) {
       return sendJson(res, 403, vaultError('Forbidden', 'Operation "sign" is not allowed on this key.'))
     }
-    const { alg, value } = JSON.parse((await readBody(req)).toString('utf8')) as { alg?: string; value?: string }
+    const { alg, value } = JSON.parse((await readBody(req)).toString('utf8')) as {
+      alg?: string
+      value?: string
+    }
     const digest = Buffer.from(value ?? '', 'base64url')
     const signature = alg ? signDigest(found.entry.privateKey, alg, digest) : undefined
     if (!signature) return sendJson(res, 400, vaultError('BadParameter', 'Invalid algorithm or digest.'))
-    sendJson(res, 200, { kid: kidOf(found.name, found.entry.version), value: signature.toString('base64url') })
+    sendJson(res, 200, {
+      kid: kidOf(found.name, found.entry.version),
+      value: signature.toString('base64url'),
+    })
   }
 
   function findVersion(name: string, version: string | undefined) {
@@ -278,7 +333,12 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
     const { kty, n, e, crv, x, y } = createPublicKey(entry.privateKey).export({ format: 'jwk' })
     const created = Math.floor(Date.now() / 1000)
     return {
-      key: { kid: kidOf(name, entry.version), kty, key_ops: entry.keyOps, ...(kty === 'RSA' ? { n, e } : { crv, x, y }) },
+      key: {
+        kid: kidOf(name, entry.version),
+        kty,
+        key_ops: entry.keyOps,
+        ...(kty === 'RSA' ? { n, e } : { crv, x, y }),
+      },
       attributes: {
         enabled: entry.enabled,
         created,
@@ -301,6 +361,7 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
     url: base,
     caPem: certificate.pem,
     tenantId,
+    tenantDomain,
     clientId,
     clientSecret,
     keys: () => new Map([...keys.values()].map(({ name, versions }) => [name, [...versions]])),
@@ -310,6 +371,9 @@ export async function startFakeAzureKeyVault(options: FakeAzureKeyVaultOptions =
     },
     denyImports(deny) {
       importsDenied = deny
+    },
+    setChallengeResource(resource) {
+      challengeResource = resource
     },
     stop: () =>
       new Promise<void>((resolve) => {
@@ -388,7 +452,7 @@ function entraError(error: string, code: number, description: string) {
     error,
     error_description: `AADSTS${code}: ${description} Trace ID: ${randomBytes(8).toString('hex')}`,
     error_codes: [code],
-    timestamp: new Date().toISOString().replace('T', ' ').slice(0, 19) + 'Z',
+    timestamp: `${new Date().toISOString().replace('T', ' ').slice(0, 19)}Z`,
     trace_id: randomUUID(),
     correlation_id: randomUUID(),
   }
@@ -396,7 +460,10 @@ function entraError(error: string, code: number, description: string) {
 
 function sendJson(res: ServerResponse, status: number, body: unknown) {
   const text = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) })
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  })
   res.end(text)
 }
 
@@ -417,7 +484,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 /** A self-signed ECDSA certificate for 127.0.0.1 and localhost (its own CA for the client). */
 async function makeServerCertificate(): Promise<{ pem: string; keyPem: string }> {
   const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' }
-  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, [
+    'sign',
+    'verify',
+  ])) as webcrypto.CryptoKeyPair
   const now = Date.now()
   const certificate = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomBytes(8).toString('hex'),
@@ -435,6 +505,9 @@ async function makeServerCertificate(): Promise<{ pem: string; keyPem: string }>
     ],
   })
   const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey))
-  const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }).export({ format: 'pem', type: 'pkcs8' })
+  const keyPem = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }).export({
+    format: 'pem',
+    type: 'pkcs8',
+  })
   return { pem: certificate.toString('pem'), keyPem: String(keyPem) }
 }

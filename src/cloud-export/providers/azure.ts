@@ -5,14 +5,19 @@ import type { AlgorithmName } from '../../keys/algorithms.ts'
 import { DestinationRefused, DestinationUnresolved } from '../../outbound/destination.ts'
 import type { OutboundClient } from '../../outbound/outbound-client.ts'
 import {
+  CloudFieldError,
   type CloudProviderAdapter,
   CloudProviderError,
-  CloudFieldError,
   type ConnectionContext,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
-import { type AzureService, createOutboundHttpClient, type Exchange, type ExchangeJournal } from './azure-transport.ts'
+import {
+  type AzureService,
+  createOutboundHttpClient,
+  type Exchange,
+  type ExchangeJournal,
+} from './azure-transport.ts'
 
 /**
  * Azure Key Vault: a connection is an Entra ID app registration (tenant, client id, client
@@ -60,7 +65,8 @@ const AZURE_ALGORITHMS: readonly AlgorithmName[] = [
 const DEFAULT_AUTHORITY_HOST = 'https://login.microsoftonline.com'
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 /** A verified domain of the tenant, e.g. contoso.onmicrosoft.com (at least one dot, so never `common`). */
-const TENANT_DOMAIN = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/i
+const TENANT_DOMAIN =
+  /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/i
 /** Key Vault's own rule for object names. */
 const KEY_NAME = /^[0-9a-zA-Z-]{1,127}$/
 const MAX_SECRET_LENGTH = 1024
@@ -127,21 +133,16 @@ function readTarget(input: Record<string, unknown>): AzureTarget {
 
 function refuseUnknown(prefix: string, input: Record<string, unknown>, known: readonly string[]) {
   for (const name of Object.keys(input)) {
-    if (!known.includes(name)) throw new CloudFieldError(`${prefix}.${name}`, 'is not a field of Azure Key Vault')
+    if (!known.includes(name))
+      throw new CloudFieldError(`${prefix}.${name}`, 'is not a field of Azure Key Vault')
   }
 }
 
 /** An https URL that is only an origin (the SDKs append their own paths), returned as that origin. */
 function httpsOrigin(field: string, value: unknown): string {
-  let url: URL | undefined
-  try {
-    url = typeof value === 'string' ? new URL(value) : undefined
-  } catch {
-    url = undefined
-  }
+  const url = typeof value === 'string' ? URL.parse(value) : null
   if (
-    !url ||
-    url.protocol !== 'https:' ||
+    url?.protocol !== 'https:' ||
     url.username !== '' ||
     url.password !== '' ||
     url.pathname !== '/' ||
@@ -194,6 +195,13 @@ function vaultScopes(vaultUrl: string): ReadonlySet<string> {
   return new Set((own ? [own] : VAULT_RESOURCES).map(([, resource]) => scopeOf(resource)))
 }
 
+/**
+ * Pipeline options of both clients. A failed push is retried by the export's own schedule, not
+ * inside one call; and the pipeline's redirect policy (same-origin redirects, by default) is
+ * off, so a 3xx stays what the outbound client makes it: an answer, not a second request.
+ */
+const ONE_ATTEMPT = { retryOptions: { maxRetries: 0 }, redirectOptions: { maxRetries: 0 } }
+
 function createCredential(
   connection: ConnectionContext,
   settings: AzureSettings,
@@ -211,8 +219,7 @@ function createCredential(
     // IdentityClient (MSAL's network module) is built from these options: MSAL's metadata and
     // token requests go through the guarded transport too.
     httpClient: createOutboundHttpClient({ ...exchangeOptions(connection, journal), service: 'identity' }),
-    // A failed push is retried by the export's own schedule, not inside one call.
-    retryOptions: { maxRetries: 0 },
+    ...ONE_ATTEMPT,
   })
 }
 
@@ -225,7 +232,7 @@ function createCredential(
  */
 function vaultOnly(credential: TokenCredential, allowedScopes: ReadonlySet<string>): TokenCredential {
   return {
-    getToken(scopes: string | string[], options?: GetTokenOptions) {
+    async getToken(scopes: string | string[], options?: GetTokenOptions) {
       const asked = Array.isArray(scopes) ? scopes : [scopes]
       if (asked.length === 0 || !asked.every((scope) => allowedScopes.has(scope))) {
         throw new CloudProviderError(
@@ -281,7 +288,10 @@ function toAzureJwk(material: ExportMaterial): AzureJwk {
   return { kty: 'OKP', crv: exported.crv!, keyOps: SIGN_OPS, ...take(OKP_FIELDS) }
 }
 
-/** Overwrites the private key's bytes (the SDK's base64url copy of them is a string, beyond reach). */
+/**
+ * Overwrites the private key's bytes. Node's JWK export and the SDK's serialised request hold
+ * them as strings too, which cannot be overwritten: this shortens what can.
+ */
 function wipe(jwk: AzureJwk) {
   for (const value of Object.values(jwk)) if (value instanceof Uint8Array) value.fill(0)
 }
@@ -356,13 +366,15 @@ function explain(error: unknown, journal: ExchangeJournal): CloudProviderError {
     }
     return new CloudProviderError('cloud_unreachable', `${where} could not be reached (${code})`, true)
   }
-  // A vault's 401 to a request without a token is the challenge, not a refusal.
-  if (last?.status !== undefined && last.status >= 300 && (last.authorized || last.service === 'identity' || last.status !== 401)) {
+  if (last?.status !== undefined && last.status >= 300 && !isChallenge(last))
     return fromStatus(last, last.status)
-  }
   const name = error instanceof Error && /^[A-Za-z]{1,64}$/.test(error.name) ? error.name : 'an error'
   return new CloudProviderError('cloud_request_failed', `the Azure SDK failed with ${name}`, false)
 }
+
+/** A vault's 401 to a request without a token is its bearer challenge, not a refusal. */
+const isChallenge = (exchange: Exchange) =>
+  exchange.service === 'vault' && exchange.status === 401 && !exchange.authorized
 
 const SERVICE_NAME: Record<AzureService, string> = { identity: 'Entra ID', vault: 'Key Vault' }
 
@@ -382,7 +394,11 @@ function fromStatus(exchange: Exchange, status: number): CloudProviderError {
   }
   if (exchange.service === 'identity') {
     // Every refusal of the token request: wrong secret, unknown application or tenant.
-    return new CloudProviderError('cloud_credentials_refused', `Entra ID refused the credentials (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_credentials_refused',
+      `Entra ID refused the credentials (${detail})`,
+      false,
+    )
   }
   if (status === 401 || status === 403) {
     return new CloudProviderError(
@@ -392,7 +408,11 @@ function fromStatus(exchange: Exchange, status: number): CloudProviderError {
     )
   }
   if (status === 404) {
-    return new CloudProviderError('cloud_not_found', `Key Vault found no vault at this URL (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_not_found',
+      `Key Vault found no vault at this URL (${detail})`,
+      false,
+    )
   }
   return new CloudProviderError('cloud_import_refused', `Key Vault refused the import (${detail})`, false)
 }
@@ -425,7 +445,8 @@ export const azureProvider: CloudProviderAdapter = {
     const credentials = readCredentials(connection.credentials)
     const journal: ExchangeJournal = { last: undefined }
     await preflight(connection.outbound, settings.authorityHost, 'the Entra ID authority host')
-    const resource = CLOUD_VAULT_RESOURCE[new URL(settings.authorityHost).hostname] ?? 'https://vault.azure.net'
+    const resource =
+      CLOUD_VAULT_RESOURCE[new URL(settings.authorityHost).hostname] ?? 'https://vault.azure.net'
     try {
       await createCredential(connection, settings, credentials, journal).getToken(scopeOf(resource))
     } catch (error) {
@@ -455,9 +476,11 @@ export const azureProvider: CloudProviderAdapter = {
         // Off because the SDK's check requires the host to end in the challenge's resource
         // (*.vault.azure.net); `vaultOnly` does the check in a form that holds for any host.
         disableChallengeResourceVerification: true,
-        retryOptions: { maxRetries: 0 },
+        ...ONE_ATTEMPT,
       })
       const imported = await client.importKey(target.keyName, jwk, {
+        // A software key: a plain JWK import works in Standard and Premium vaults alike (an HSM
+        // import of a key that crossed the network in the clear would protect nothing more).
         hardwareProtected: false,
         enabled: true,
         tags: { kmsKeyId: material.keyId, kmsVersion: String(material.version) },

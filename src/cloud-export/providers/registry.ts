@@ -1,7 +1,9 @@
 import type { CloudProvider, CloudProviderAdapter } from '../provider.ts'
+import { awsProvider } from './aws.ts'
 import { scalewayProvider } from './scaleway.ts'
 
 /** Every provider this release speaks to (docs/cloud-export.md). */
 export const CLOUD_ADAPTERS: Partial<Record<CloudProvider, CloudProviderAdapter>> = {
+  aws: awsProvider,
   scaleway: scalewayProvider,
 }
