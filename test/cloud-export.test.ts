@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test'
 import type { CloudProvider } from '../src/cloud-export/provider.ts'
 import type { AlgorithmName } from '../src/keys/algorithms.ts'
 import { startFakeAwsKms } from './helpers/fake-aws-kms.ts'
+import { startFakeAzureKeyVault } from './helpers/fake-azure-keyvault.ts'
 import { startFakeScalewayKms } from './helpers/fake-scaleway-kms.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
@@ -27,7 +28,7 @@ interface ProviderSpec<F extends RunningFake> {
   settings(fake: F): Record<string, string>
   credentials(fake: F): Record<string, string>
   wrongCredentials(fake: F): Record<string, string>
-  target(name: string): Record<string, string>
+  target(name: string, fake: F): Record<string, string>
   algorithm: AlgorithmName
   /** A classical algorithm the provider does not take, if there is one (besides post-quantum ones). */
   refusedClassical?: AlgorithmName
@@ -72,6 +73,25 @@ const aws: ProviderSpec<Awaited<ReturnType<typeof startFakeAwsKms>> & RunningFak
     },
   }
 })()
+
+const azure: ProviderSpec<Awaited<ReturnType<typeof startFakeAzureKeyVault>> & RunningFake> = {
+  provider: 'azure',
+  start: () => startFakeAzureKeyVault(),
+  settings: (fake) => ({ tenantId: fake.tenantId, clientId: fake.clientId, authorityHost: fake.url }),
+  credentials: (fake) => ({ clientSecret: fake.clientSecret }),
+  wrongCredentials: () => ({ clientSecret: 'not-the-client-secret-at-all' }),
+  target: (name, fake) => ({ vaultUrl: fake.url, keyName: name }),
+  algorithm: 'EC-P256',
+  heldKey: (fake, providerKeyId) => {
+    // The key id is {vault}/keys/{name}/{version}.
+    const [, , name, version] = new URL(providerKeyId).pathname.split('/')
+    const held = fake
+      .keys()
+      .get(name ?? '')
+      ?.find((v) => v.version === version)
+    return held ? { privateKey: held.privateKey } : undefined
+  },
+}
 
 /** How the service signs by default (DESIGN): RSA-PSS SHA-256 with a 32-byte salt; ECDSA DER; Ed25519. */
 function signLikeTheService(algorithm: AlgorithmName, key: KeyObject, message: Buffer): Buffer {
@@ -158,7 +178,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       const key = await signingKey()
       const created = await api('POST', `/keys/${key.id}/cloud-exports`, {
         connectionId: conn.id,
-        target: spec.target(`e2e-${randomUUID().slice(0, 8)}`),
+        target: spec.target(`e2e-${randomUUID().slice(0, 8)}`, fake),
       })
       assert.equal(created.status, 201, created.text)
       assert.equal(created.body.syncStatus, 'pending')
@@ -240,7 +260,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
         const key = await signingKey(algorithm)
         const answer = await api('POST', `/keys/${key.id}/cloud-exports`, {
           connectionId: conn.id,
-          target: spec.target('refused'),
+          target: spec.target('refused', fake),
         })
         assert.equal(answer.status, 400, `${algorithm}: ${answer.text}`)
         assert.equal(answer.body.error, 'algorithm_not_supported')
@@ -255,7 +275,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       })
       const answer = await api('POST', `/keys/${hmac.body.id}/cloud-exports`, {
         connectionId: conn.id,
-        target: spec.target('refused'),
+        target: spec.target('refused', fake),
       })
       assert.equal(answer.status, 400, answer.text)
       assert.equal(answer.body.error, 'algorithm_not_supported')
@@ -270,7 +290,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       const key = await signingKey()
       const created = await api('POST', `/keys/${key.id}/cloud-exports`, {
         connectionId: conn.id,
-        target: spec.target(`wrong-${randomUUID().slice(0, 8)}`),
+        target: spec.target(`wrong-${randomUUID().slice(0, 8)}`, fake),
       })
       const failed = await settled(key.id, created.body.id, (e) => e.syncStatus === 'failed', 'refused sync')
       assert.equal(failed.lastSyncError?.code, 'cloud_credentials_refused')
@@ -300,7 +320,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       try {
         const created = await api('POST', `/keys/${key.id}/cloud-exports`, {
           connectionId: conn.id,
-          target: spec.target(`down-${randomUUID().slice(0, 8)}`),
+          target: spec.target(`down-${randomUUID().slice(0, 8)}`, fake),
         })
         const retrying = await settled(
           key.id,
@@ -312,7 +332,16 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
         assert.ok(retrying.nextAttemptAt && Date.parse(retrying.nextAttemptAt) > clock.now().getTime())
         // The second attempt is due after the backoff: time moves on, and it fails again.
         clock.advance(11_000)
-        await settled(key.id, created.body.id, (e) => e.attempts >= 2, 'a second attempt')
+        // Settled: claimed (attempts counts it) and its failure recorded (due again later).
+        await settled(
+          key.id,
+          created.body.id,
+          (e) =>
+            e.attempts >= 2 &&
+            e.nextAttemptAt !== null &&
+            Date.parse(e.nextAttemptAt) > clock.now().getTime(),
+          'a second failed attempt',
+        )
         fake.setDown(false)
         clock.advance(61_000)
         const recovered = await settled(key.id, created.body.id, (e) => e.syncStatus === 'synced', 'recovery')
@@ -337,4 +366,5 @@ interface ExportBody {
 }
 
 providerSuite(aws)
+providerSuite(azure)
 providerSuite(scaleway)

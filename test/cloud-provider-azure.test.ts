@@ -284,7 +284,7 @@ describe('connection test', () => {
     const strict = createOutboundClient({ allow: createAllowList([]) }).withExtraCa(fake.caPem)
     await assertRefused(
       azureProvider.testConnection(connection({ outbound: strict })),
-      'cloud_destination_not_allowed',
+      'cloud_destination_refused',
       false,
     )
   })
@@ -482,6 +482,32 @@ describe('push', () => {
     assertSameKey(stored, pushed)
   })
 
+  test('a stored connection: its caCertificate is let through, a field that no longer fits is not retried', async () => {
+    const withCa = connection()
+    withCa.settings = { ...withCa.settings, caCertificate: fake.caPem }
+    await azureProvider.push(withCa, target('stored'), material('EC-P256', 'Signing'), null)
+    assert.equal(storedVersions('stored').length, 1)
+
+    const broken = connection()
+    broken.settings = { ...broken.settings, tenantId: 'common' }
+    const error = await assertRefused(
+      azureProvider.push(broken, target('stored'), material('EC-P256', 'Signing'), null),
+      'cloud_configuration_invalid',
+      false,
+    )
+    assert.match(error.message, /settings\.tenantId/)
+    await assertRefused(
+      azureProvider.push(
+        connection(),
+        { vaultUrl: fake.url, keyName: 'no_underscores' },
+        material('EC-P256', 'Signing'),
+        null,
+      ),
+      'cloud_configuration_invalid',
+      false,
+    )
+  })
+
   test('a vault the outbound policy refuses is not retried', async () => {
     const strict = createOutboundClient({ allow: createAllowList([]) }).withExtraCa(fake.caPem)
     const error = await assertRefused(
@@ -491,7 +517,7 @@ describe('push', () => {
         material('EC-P256', 'Signing'),
         null,
       ),
-      'cloud_destination_not_allowed',
+      'cloud_destination_refused',
       false,
     )
     assert.match(error.message, /loopback/)

@@ -196,7 +196,7 @@ describe('Scaleway Key Manager: connection test', () => {
     const closed = createOutboundClient({ allow: createAllowList([]) })
     await expectCloudError(
       scalewayProvider.testConnection(connection(SECRET_KEY, closed)),
-      'destination_not_allowed',
+      'cloud_destination_refused',
       false,
     )
   })

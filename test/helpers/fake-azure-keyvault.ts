@@ -107,7 +107,10 @@ export async function startFakeAzureKeyVault(
       res.setHeader('retry-after', '1')
       return sendJson(res, 503, vaultError('ServiceUnavailable', 'The service is temporarily unavailable.'))
     }
-    route(req, res, url).catch(() => sendJson(res, 500, vaultError('InternalServerError', 'fake failure')))
+    route(req, res, url).catch(() => {
+      if (res.headersSent) res.destroy()
+      else sendJson(res, 500, vaultError('InternalServerError', 'fake failure'))
+    })
   })
 
   async function route(req: IncomingMessage, res: ServerResponse, url: URL) {

@@ -216,7 +216,7 @@ export function toCloudProviderError(operation: string, error: unknown, secrets:
         true,
       )
     return new CloudProviderError(
-      'cloud_bad_response',
+      'cloud_unexpected_response',
       `AWS KMS ${operation}: the answer could not be read${status ? ` (HTTP ${status})` : ''}`,
       true,
     )
@@ -243,7 +243,7 @@ function fromOutboundError(operation: string, error: OutboundError): CloudProvid
       return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: no answer in time`, true)
     case 'response_too_large':
       return new CloudProviderError(
-        'cloud_bad_response',
+        'cloud_unexpected_response',
         `AWS KMS ${operation}: the answer was too large`,
         true,
       )

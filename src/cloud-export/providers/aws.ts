@@ -153,7 +153,7 @@ export const awsProvider: CloudProviderAdapter = {
       const keyId = created.KeyMetadata?.KeyId
       const arn = created.KeyMetadata?.Arn
       if (!keyId || !arn)
-        throw new CloudProviderError('cloud_bad_response', 'AWS KMS CreateKey returned no key id', true)
+        throw new CloudProviderError('cloud_unexpected_response', 'AWS KMS CreateKey returned no key id', true)
       try {
         await importMaterial(kms, secrets, keyId, material.privateKey)
       } catch (error) {
@@ -224,7 +224,7 @@ async function importMaterial(
   )
   if (!parameters.PublicKey || !parameters.ImportToken)
     throw new CloudProviderError(
-      'cloud_bad_response',
+      'cloud_unexpected_response',
       'AWS KMS GetParametersForImport returned no wrapping key',
       true,
     )
@@ -273,14 +273,14 @@ function readWrappingKey(der: Uint8Array): KeyObject {
     key = createPublicKey({ key: Buffer.from(der), format: 'der', type: 'spki' })
   } catch {
     throw new CloudProviderError(
-      'cloud_bad_response',
+      'cloud_unexpected_response',
       'AWS KMS returned a wrapping key that cannot be read',
       true,
     )
   }
   if (key.asymmetricKeyType !== 'rsa' || key.asymmetricKeyDetails?.modulusLength !== WRAPPING_KEY_BITS)
     throw new CloudProviderError(
-      'cloud_bad_response',
+      'cloud_unexpected_response',
       'AWS KMS returned a wrapping key that is not RSA-4096',
       true,
     )

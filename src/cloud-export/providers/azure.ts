@@ -1,4 +1,3 @@
-import { X509Certificate } from 'node:crypto'
 import { ClientSecretCredential, type GetTokenOptions, type TokenCredential } from '@azure/identity'
 import { type JsonWebKey, KeyClient } from '@azure/keyvault-keys'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
@@ -34,8 +33,6 @@ interface AzureSettings {
   clientId: string
   /** An origin: `https://login.microsoftonline.com` unless the tenant lives in another cloud. */
   authorityHost: string
-  /** Kept as given: the service trusts it through `outbound.withExtraCa` before the adapter runs. */
-  caCertificate?: string
 }
 
 interface AzureCredentials {
@@ -75,6 +72,8 @@ const MAX_SECRET_LENGTH = 1024
 // Validation
 
 function readSettings(input: Record<string, unknown>): AzureSettings {
+  // caCertificate is every provider's, checked and applied by the service (`outbound.withExtraCa`
+  // before the adapter runs); it is in a stored connection's settings, so it is let through.
   refuseUnknown('settings', input, ['tenantId', 'clientId', 'authorityHost', 'caCertificate'])
   const tenantId = input['tenantId']
   if (typeof tenantId !== 'string' || !(GUID.test(tenantId) || TENANT_DOMAIN.test(tenantId))) {
@@ -91,15 +90,7 @@ function readSettings(input: Record<string, unknown>): AzureSettings {
     input['authorityHost'] === undefined
       ? DEFAULT_AUTHORITY_HOST
       : httpsOrigin('settings.authorityHost', input['authorityHost'])
-  const settings: AzureSettings = { tenantId, clientId, authorityHost }
-  const ca = input['caCertificate']
-  if (ca !== undefined) {
-    if (typeof ca !== 'string' || !isCertificate(ca)) {
-      throw new CloudFieldError('settings.caCertificate', 'must be a PEM certificate')
-    }
-    settings.caCertificate = ca
-  }
-  return settings
+  return { tenantId, clientId, authorityHost }
 }
 
 function readCredentials(input: Record<string, unknown>): AzureCredentials {
@@ -131,6 +122,21 @@ function readTarget(input: Record<string, unknown>): AzureTarget {
   return { vaultUrl, keyName }
 }
 
+/**
+ * Reads a stored connection or target. They were validated when saved, so a refusal here means
+ * the stored value no longer fits (a rule changed): retrying cannot help, editing it can.
+ */
+function stored<T>(read: () => T): T {
+  try {
+    return read()
+  } catch (error) {
+    if (error instanceof CloudFieldError) {
+      throw new CloudProviderError('cloud_configuration_invalid', error.message, false)
+    }
+    throw error
+  }
+}
+
 function refuseUnknown(prefix: string, input: Record<string, unknown>, known: readonly string[]) {
   for (const name of Object.keys(input)) {
     if (!known.includes(name))
@@ -152,15 +158,6 @@ function httpsOrigin(field: string, value: unknown): string {
     throw new CloudFieldError(field, 'must be an https URL without a path, query or credentials')
   }
   return url.origin
-}
-
-function isCertificate(pem: string): boolean {
-  try {
-    new X509Certificate(pem)
-    return true
-  } catch {
-    return false
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +331,7 @@ async function preflight(outbound: OutboundClient, url: string, what: string) {
     await outbound.check(new URL(url))
   } catch (error) {
     if (error instanceof DestinationRefused) {
-      throw new CloudProviderError('cloud_destination_not_allowed', `${what}: ${error.reason}`, false)
+      throw new CloudProviderError('cloud_destination_refused', `${what}: ${error.reason}`, false)
     }
     if (error instanceof DestinationUnresolved && error.definite) {
       throw new CloudProviderError('cloud_not_found', `${what}: ${error.host} does not exist (DNS)`, false)
@@ -359,7 +356,7 @@ function explain(error: unknown, journal: ExchangeJournal): CloudProviderError {
     const { code, reason } = last.failure
     const where = SERVICE_NAME[last.service]
     if (code === 'destination_not_allowed') {
-      return new CloudProviderError('cloud_destination_not_allowed', `${where}: ${reason ?? code}`, false)
+      return new CloudProviderError('cloud_destination_refused', `${where}: ${reason ?? code}`, false)
     }
     if (code === 'response_too_large') {
       return new CloudProviderError('cloud_unexpected_response', `${where} answered too much`, false)
@@ -441,8 +438,8 @@ export const azureProvider: CloudProviderAdapter = {
    * application may import into a given vault shows only at the first push.
    */
   async testConnection(connection) {
-    const settings = readSettings(connection.settings)
-    const credentials = readCredentials(connection.credentials)
+    const settings = stored(() => readSettings(connection.settings))
+    const credentials = stored(() => readCredentials(connection.credentials))
     const journal: ExchangeJournal = { last: undefined }
     await preflight(connection.outbound, settings.authorityHost, 'the Entra ID authority host')
     const resource =
@@ -460,9 +457,9 @@ export const azureProvider: CloudProviderAdapter = {
    * one more version holding the same key, which is harmless.
    */
   async push(connection, targetInput, material): Promise<PushResult> {
-    const settings = readSettings(connection.settings)
-    const credentials = readCredentials(connection.credentials)
-    const target = readTarget(targetInput)
+    const settings = stored(() => readSettings(connection.settings))
+    const credentials = stored(() => readCredentials(connection.credentials))
+    const target = stored(() => readTarget(targetInput))
     const jwk = toAzureJwk(material)
     const journal: ExchangeJournal = { last: undefined }
     try {

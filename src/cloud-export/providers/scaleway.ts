@@ -388,7 +388,7 @@ function toCloudError(step: Step, error: unknown): CloudProviderError {
   if (error instanceof OutboundError) {
     if (error.code === 'destination_not_allowed') {
       return new CloudProviderError(
-        'destination_not_allowed',
+        'cloud_destination_refused',
         `the Scaleway API address is not allowed${error.reason ? `: ${error.reason}` : ''}`,
         false,
       )
