@@ -63,7 +63,17 @@ nameSchema(CreateConnectionBody, 'CreateCloudConnection')
 
 export const RotateCredentialsBody = Type.Object(
   { credentials: Fields('The new secret fields') },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        credentials: {
+          accessKeyId: 'AKIAEXAMPLEEXAMPLE34',
+          secretAccessKey: 'example-rotated-secret-access-key-0000000',
+        },
+      },
+    ],
+  },
 )
 nameSchema(RotateCredentialsBody, 'RotateCloudCredentials')
 
