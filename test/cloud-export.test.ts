@@ -1,10 +1,19 @@
 import assert from 'node:assert/strict'
-import { constants, createPublicKey, type KeyObject, randomUUID, sign, verify } from 'node:crypto'
+import {
+  constants,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  randomUUID,
+  sign,
+  verify,
+} from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type { CloudProvider } from '../src/cloud-export/provider.ts'
 import type { AlgorithmName } from '../src/keys/algorithms.ts'
 import { startFakeAwsKms } from './helpers/fake-aws-kms.ts'
 import { startFakeAzureKeyVault } from './helpers/fake-azure-keyvault.ts'
+import { startFakeGcpKms } from './helpers/fake-gcp-kms.ts'
 import { startFakeScalewayKms } from './helpers/fake-scaleway-kms.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
@@ -92,6 +101,38 @@ const azure: ProviderSpec<Awaited<ReturnType<typeof startFakeAzureKeyVault>> & R
     return held ? { privateKey: held.privateKey } : undefined
   },
 }
+
+const gcp: ProviderSpec<Awaited<ReturnType<typeof startFakeGcpKms>> & RunningFake> = (() => {
+  const where = { project: 'export-project', location: 'europe-west1', keyRing: 'exports' }
+  return {
+    provider: 'gcp',
+    start: () =>
+      startFakeGcpKms({
+        keyRings: [`projects/${where.project}/locations/${where.location}/keyRings/${where.keyRing}`],
+      }),
+    settings: (fake) => ({
+      apiEndpoint: fake.url,
+      tokenUri: fake.tokenUri,
+      project: where.project,
+      location: where.location,
+    }),
+    credentials: (fake) => ({ ...fake.serviceAccount }),
+    // The same account, another private key: Google's token endpoint refuses the assertion.
+    wrongCredentials: (fake) => ({
+      clientEmail: fake.serviceAccount.clientEmail,
+      privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 })
+        .privateKey.export({ format: 'pem', type: 'pkcs8' })
+        .toString(),
+    }),
+    target: (name) => ({ ...where, cryptoKey: name }),
+    algorithm: 'RSA-2048',
+    refusedClassical: 'EC-P256',
+    heldKey: (fake, providerKeyId) => {
+      const held = fake.versions().get(providerKeyId)
+      return held ? { privateKey: held.privateKey } : undefined
+    },
+  }
+})()
 
 /** How the service signs by default (DESIGN): RSA-PSS SHA-256 with a 32-byte salt; ECDSA DER; Ed25519. */
 function signLikeTheService(algorithm: AlgorithmName, key: KeyObject, message: Buffer): Buffer {
@@ -367,4 +408,5 @@ interface ExportBody {
 
 providerSuite(aws)
 providerSuite(azure)
+providerSuite(gcp)
 providerSuite(scaleway)

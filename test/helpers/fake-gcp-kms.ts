@@ -40,8 +40,10 @@ export interface FakeGcpKms {
   versions(): Map<string, { algorithm: string; privateKey: KeyObject }>
   /** Requests received (token endpoint included). */
   requestCount(): number
-  /** While down, every request is answered 503 UNAVAILABLE. */
-  setDown(down: boolean): void
+  /** While down, every request is answered 503 UNAVAILABLE; `'kms'`: the API only, tokens are still granted. */
+  setDown(down: boolean, scope?: 'all' | 'kms'): void
+  /** While set, every API call is refused 403 PERMISSION_DENIED (an account without the IAM role). */
+  setPermissionDenied(denied: boolean): void
   stop(): Promise<void>
 }
 
@@ -50,7 +52,10 @@ export interface FakeGcpKmsOptions {
   keyRings: string[]
 }
 
-const KMS_SCOPES = new Set(['https://www.googleapis.com/auth/cloudkms', 'https://www.googleapis.com/auth/cloud-platform'])
+const KMS_SCOPES = new Set([
+  'https://www.googleapis.com/auth/cloudkms',
+  'https://www.googleapis.com/auth/cloud-platform',
+])
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
 const ID = /^[a-zA-Z0-9_-]{1,63}$/
 const AES_KWP_IV = Buffer.from('A65959A6', 'hex')
@@ -77,6 +82,16 @@ const ALGORITHM = {
 } as const
 type EnumTable = Record<string, number>
 type AlgorithmName = keyof typeof ALGORITHM
+/** An enum value as the request asked for it: its number or its name. */
+type EnumOut = (table: EnumTable, name: string) => string | number | undefined
+
+interface ApiRequest {
+  /** The resource path after /v1/. */
+  path: string
+  query: URLSearchParams
+  input: Record<string, unknown>
+  enumOut: EnumOut
+}
 
 /** Each algorithm's purpose and modulus (all hash with SHA-256). */
 const ALGORITHM_SHAPE: Record<AlgorithmName, { purpose: keyof typeof PURPOSE; bits: number }> = {
@@ -115,12 +130,12 @@ interface Version {
 
 /** A refusal in Google's shape. */
 class ApiError extends Error {
-  constructor(
-    readonly httpStatus: number,
-    readonly status: string,
-    message: string,
-  ) {
+  readonly httpStatus: number
+  readonly status: string
+  constructor(httpStatus: number, status: string, message: string) {
     super(message)
+    this.httpStatus = httpStatus
+    this.status = status
   }
 }
 
@@ -134,7 +149,8 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
   const importJobs = new Map<string, ImportJob>()
   const versions = new Map<string, Version>()
   const tokens = new Set<string>()
-  let down = false
+  let down: 'all' | 'kms' | false = false
+  let permissionDenied = false
   let requests = 0
   let tokenUri = ''
 
@@ -145,7 +161,8 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
       .then(
         ({ status, json }) => send(res, status, json),
         (error: unknown) => {
-          const refusal = error instanceof ApiError ? error : new ApiError(500, 'INTERNAL', 'Internal error encountered.')
+          const refusal =
+            error instanceof ApiError ? error : new ApiError(500, 'INTERNAL', 'Internal error encountered.')
           send(res, refusal.httpStatus, {
             error: { code: refusal.httpStatus, message: refusal.message, status: refusal.status },
           })
@@ -154,63 +171,89 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
   })
 
   async function route(req: IncomingMessage, body: Buffer): Promise<{ status: number; json: unknown }> {
-    if (down) throw new ApiError(503, 'UNAVAILABLE', 'The service is currently unavailable.')
+    const unavailable = new ApiError(503, 'UNAVAILABLE', 'The service is currently unavailable.')
+    if (down === 'all') throw unavailable
     const url = new URL(req.url ?? '/', 'http://fake')
     const method = req.method ?? 'GET'
     if (url.pathname === '/token' && method === 'POST') return grantToken(body)
+    if (down === 'kms') throw unavailable
     if (!url.pathname.startsWith('/v1/')) throw new ApiError(404, 'NOT_FOUND', 'Not found.')
     const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1]
     if (!token || !tokens.has(token)) {
       throw new ApiError(401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.')
     }
-    const numeric = url.searchParams.get('$alt') === 'json;enum-encoding=int'
-    const e = (table: EnumTable, name: string) => (numeric ? table[name] : name)
-    const path = decodeURIComponent(url.pathname.slice('/v1/'.length))
-    const input = body.length > 0 ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>) : {}
-    let m: RegExpExecArray | null
-    if (method === 'GET' && (m = /^(projects\/[^/]+\/locations\/[^/]+)\/keyRings$/.exec(path))) {
-      const parent = m[1]!
-      const rings = [...keyRings].filter((name) => name.startsWith(`${parent}/keyRings/`))
-      return ok({ keyRings: rings.map((name) => ({ name, createTime: EPOCH })), totalSize: rings.length })
+    if (permissionDenied) {
+      throw new ApiError(
+        403,
+        'PERMISSION_DENIED',
+        "Permission 'cloudkms.cryptoKeys.create' denied on resource.",
+      )
     }
-    if (method === 'POST' && (m = /^(projects\/[^/]+\/locations\/[^/]+\/keyRings\/[^/]+)\/cryptoKeys$/.exec(path))) {
-      return ok(cryptoKeyJson(createCryptoKey(m[1]!, url.searchParams, input), e))
+    const request: ApiRequest = {
+      path: decodeURIComponent(url.pathname.slice('/v1/'.length)),
+      query: url.searchParams,
+      input: body.length > 0 ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>) : {},
+      enumOut:
+        url.searchParams.get('$alt') === 'json;enum-encoding=int'
+          ? (table, name) => table[name]
+          : (_, name) => name,
     }
-    if (method === 'GET' && /^projects\/[^/]+\/locations\/[^/]+\/keyRings\/[^/]+\/cryptoKeys\/[^/]+$/.test(path)) {
-      return ok(cryptoKeyJson(path, e))
-    }
-    if (method === 'POST' && (m = /^(projects\/[^/]+\/locations\/[^/]+\/keyRings\/[^/]+)\/importJobs$/.exec(path))) {
-      return ok(importJobJson(await createImportJob(m[1]!, url.searchParams, input), e))
-    }
-    if (method === 'GET' && /^projects\/[^/]+\/locations\/[^/]+\/keyRings\/[^/]+\/importJobs\/[^/]+$/.test(path)) {
-      const job = importJobs.get(path)
-      if (!job) throw new ApiError(404, 'NOT_FOUND', `ImportJob ${path} not found.`)
-      // Generation takes a moment at Google: the job turns ACTIVE by the time it is read again.
-      job.state = 'ACTIVE'
-      return ok(importJobJson(path, e))
-    }
-    if (method === 'POST' && (m = /^(.+\/cryptoKeys\/[^/]+)\/cryptoKeyVersions:import$/.exec(path))) {
-      return ok(versionJson(importVersion(m[1]!, input), e))
-    }
-    if (method === 'GET' && /^.+\/cryptoKeys\/[^/]+\/cryptoKeyVersions\/[0-9]+$/.test(path)) {
-      return ok(versionJson(path, e))
-    }
-    if (method === 'GET' && (m = /^(.+\/cryptoKeyVersions\/[0-9]+)\/publicKey$/.exec(path))) {
-      const version = versionOf(m[1]!)
-      return ok({
-        name: m[1],
-        pem: createPublicKeyPem(version.privateKey),
-        algorithm: e(ALGORITHM, version.algorithm),
-        protectionLevel: e(PROTECTION_LEVEL, version.protectionLevel),
-      })
-    }
-    if (method === 'POST' && (m = /^(.+\/cryptoKeyVersions\/[0-9]+):asymmetricSign$/.exec(path))) {
-      return ok(asymmetricSign(m[1]!, input))
-    }
-    if (method === 'POST' && (m = /^(.+\/cryptoKeyVersions\/[0-9]+):asymmetricDecrypt$/.exec(path))) {
-      return ok(asymmetricDecrypt(m[1]!, input))
+    for (const [routeMethod, pattern, handle] of routes) {
+      const match = routeMethod === method ? pattern.exec(request.path) : null
+      if (match) return ok(await handle(request, match[1] ?? request.path))
     }
     throw new ApiError(404, 'NOT_FOUND', 'The requested URL was not found on this server.')
+  }
+
+  const KEY_RING = 'projects/[^/]+/locations/[^/]+/keyRings/[^/]+'
+  const VERSION = `${KEY_RING}/cryptoKeys/[^/]+/cryptoKeyVersions/[0-9]+`
+  /** Each REST method the SDK calls: the HTTP method, the path (group 1: the resource acted on), the handler. */
+  const routes: [string, RegExp, (request: ApiRequest, resource: string) => unknown][] = [
+    ['GET', /^(projects\/[^/]+\/locations\/[^/]+)\/keyRings$/, (_, location) => listKeyRings(location)],
+    [
+      'POST',
+      new RegExp(`^(${KEY_RING})/cryptoKeys$`),
+      (r, keyRing) => cryptoKeyJson(createCryptoKey(keyRing, r.query, r.input), r.enumOut),
+    ],
+    ['GET', new RegExp(`^${KEY_RING}/cryptoKeys/[^/]+$`), (r, name) => cryptoKeyJson(name, r.enumOut)],
+    [
+      'POST',
+      new RegExp(`^(${KEY_RING})/importJobs$`),
+      async (r, keyRing) => importJobJson(await createImportJob(keyRing, r.query, r.input), r.enumOut),
+    ],
+    ['GET', new RegExp(`^${KEY_RING}/importJobs/[^/]+$`), (r, name) => getImportJob(name, r.enumOut)],
+    [
+      'POST',
+      new RegExp(`^(${KEY_RING}/cryptoKeys/[^/]+)/cryptoKeyVersions:import$`),
+      (r, cryptoKey) => versionJson(importVersion(cryptoKey, r.input), r.enumOut),
+    ],
+    ['GET', new RegExp(`^${VERSION}$`), (r, name) => versionJson(name, r.enumOut)],
+    ['GET', new RegExp(`^(${VERSION})/publicKey$`), (r, name) => publicKeyJson(name, r.enumOut)],
+    ['POST', new RegExp(`^(${VERSION}):asymmetricSign$`), (r, name) => asymmetricSign(name, r.input)],
+    ['POST', new RegExp(`^(${VERSION}):asymmetricDecrypt$`), (r, name) => asymmetricDecrypt(name, r.input)],
+  ]
+
+  function listKeyRings(location: string) {
+    const rings = [...keyRings].filter((name) => name.startsWith(`${location}/keyRings/`))
+    return { keyRings: rings.map((name) => ({ name, createTime: EPOCH })), totalSize: rings.length }
+  }
+
+  function getImportJob(name: string, e: EnumOut) {
+    const job = importJobs.get(name)
+    if (!job) throw new ApiError(404, 'NOT_FOUND', `ImportJob ${name} not found.`)
+    // Generation takes a moment at Google: the job turns ACTIVE by the time it is read again.
+    job.state = 'ACTIVE'
+    return importJobJson(name, e)
+  }
+
+  function publicKeyJson(name: string, e: EnumOut) {
+    const version = versionOf(name)
+    return {
+      name,
+      pem: createPublicKeyPem(version.privateKey),
+      algorithm: e(ALGORITHM, version.algorithm),
+      protectionLevel: e(PROTECTION_LEVEL, version.protectionLevel),
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -218,9 +261,15 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
 
   function grantToken(body: Buffer): { status: number; json: unknown } {
     const form = new URLSearchParams(body.toString('utf8'))
-    const refuse = (description: string) => ({ status: 400, json: { error: 'invalid_grant', error_description: description } })
+    const refuse = (description: string) => ({
+      status: 400,
+      json: { error: 'invalid_grant', error_description: description },
+    })
     if (form.get('grant_type') !== JWT_BEARER_GRANT) {
-      return { status: 400, json: { error: 'unsupported_grant_type', error_description: 'Invalid grant_type.' } }
+      return {
+        status: 400,
+        json: { error: 'unsupported_grant_type', error_description: 'Invalid grant_type.' },
+      }
     }
     const parts = (form.get('assertion') ?? '').split('.')
     if (parts.length !== 3) return refuse('Invalid JWT.')
@@ -233,15 +282,28 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
       }
     }
     if (decoded(header)?.['alg'] !== 'RS256') return refuse('Invalid JWT: unsupported algorithm.')
-    const signed = verify('sha256', Buffer.from(`${header}.${payload}`), account.publicKey, Buffer.from(signature, 'base64url'))
+    const signed = verify(
+      'sha256',
+      Buffer.from(`${header}.${payload}`),
+      account.publicKey,
+      Buffer.from(signature, 'base64url'),
+    )
     if (!signed) return refuse('Invalid JWT Signature.')
     const claims = decoded(payload) ?? {}
     const now = Math.floor(Date.now() / 1000)
     const { iss, aud, scope, iat, exp } = claims
     if (iss !== clientEmail) return refuse('Invalid JWT: unknown issuer.')
     if (aud !== tokenUri) return refuse('Invalid JWT: audience is not the token endpoint.')
-    if (typeof iat !== 'number' || typeof exp !== 'number' || iat > now + 60 || exp <= now || exp - iat > 3600) {
-      return refuse('Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.')
+    if (
+      typeof iat !== 'number' ||
+      typeof exp !== 'number' ||
+      iat > now + 60 ||
+      exp <= now ||
+      exp - iat > 3600
+    ) {
+      return refuse(
+        'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.',
+      )
     }
     if (typeof scope !== 'string' || !scope.split(' ').some((s) => KMS_SCOPES.has(s))) {
       return { status: 400, json: { error: 'invalid_scope', error_description: 'Invalid OAuth scope.' } }
@@ -268,22 +330,38 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
     const skip = query.get('skipInitialVersionCreation') === 'true'
     const importOnly = input['importOnly'] === true
     if (importOnly && !skip) {
-      throw new ApiError(400, 'INVALID_ARGUMENT', 'Import-only crypto keys need skip_initial_version_creation.')
+      throw new ApiError(
+        400,
+        'INVALID_ARGUMENT',
+        'Import-only crypto keys need skip_initial_version_creation.',
+      )
     }
-    if (!skip) throw new ApiError(400, 'INVALID_ARGUMENT', 'The fake only creates keys without a first version.')
+    if (!skip)
+      throw new ApiError(400, 'INVALID_ARGUMENT', 'The fake only creates keys without a first version.')
     const name = `${keyRing}/cryptoKeys/${id}`
     if (cryptoKeys.has(name)) throw new ApiError(409, 'ALREADY_EXISTS', `CryptoKey ${name} already exists.`)
-    cryptoKeys.set(name, { purpose, algorithm, protectionLevel, importOnly, createTime: new Date().toISOString() })
+    cryptoKeys.set(name, {
+      purpose,
+      algorithm,
+      protectionLevel,
+      importOnly,
+      createTime: new Date().toISOString(),
+    })
     return name
   }
 
-  async function createImportJob(keyRing: string, query: URLSearchParams, input: Record<string, unknown>): Promise<string> {
+  async function createImportJob(
+    keyRing: string,
+    query: URLSearchParams,
+    input: Record<string, unknown>,
+  ): Promise<string> {
     requireKeyRing(keyRing)
     const id = query.get('importJobId') ?? ''
     if (!ID.test(id)) throw new ApiError(400, 'INVALID_ARGUMENT', 'Invalid import job id.')
     const importMethod = enumIn(IMPORT_METHOD, input['importMethod'])
     const protectionLevel = enumIn(PROTECTION_LEVEL, input['protectionLevel'])
-    if (!importMethod || !protectionLevel) throw new ApiError(400, 'INVALID_ARGUMENT', 'Invalid import method or protection level.')
+    if (!importMethod || !protectionLevel)
+      throw new ApiError(400, 'INVALID_ARGUMENT', 'Invalid import method or protection level.')
     const name = `${keyRing}/importJobs/${id}`
     if (importJobs.has(name)) throw new ApiError(409, 'ALREADY_EXISTS', `ImportJob ${name} already exists.`)
     const bits = importMethod.includes('_4096_') ? 4096 : 3072
@@ -311,22 +389,36 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
     if (!key) throw new ApiError(404, 'NOT_FOUND', `CryptoKey ${cryptoKeyName} not found.`)
     const algorithm = enumIn(ALGORITHM, input['algorithm'])
     if (!algorithm || ALGORITHM_SHAPE[algorithm].purpose !== key.purpose) {
-      throw new ApiError(400, 'INVALID_ARGUMENT', 'The algorithm does not match the purpose of the crypto key.')
+      throw new ApiError(
+        400,
+        'INVALID_ARGUMENT',
+        'The algorithm does not match the purpose of the crypto key.',
+      )
     }
     const jobName = typeof input['importJob'] === 'string' ? input['importJob'] : ''
     const job = importJobs.get(jobName)
     if (!job) throw new ApiError(404, 'NOT_FOUND', `ImportJob ${jobName} not found.`)
-    if (job.state !== 'ACTIVE') throw new ApiError(400, 'FAILED_PRECONDITION', 'The import job is not active.')
+    if (job.state !== 'ACTIVE')
+      throw new ApiError(400, 'FAILED_PRECONDITION', 'The import job is not active.')
     if (job.protectionLevel !== key.protectionLevel) {
-      throw new ApiError(400, 'FAILED_PRECONDITION', 'The import job and the crypto key have different protection levels.')
+      throw new ApiError(
+        400,
+        'FAILED_PRECONDITION',
+        'The import job and the crypto key have different protection levels.',
+      )
     }
-    const wrapped = typeof input['wrappedKey'] === 'string' ? Buffer.from(input['wrappedKey'], 'base64') : undefined
+    const wrapped =
+      typeof input['wrappedKey'] === 'string' ? Buffer.from(input['wrappedKey'], 'base64') : undefined
     if (!wrapped) throw new ApiError(400, 'INVALID_ARGUMENT', 'wrapped_key is required.')
     const privateKey = unwrap(job, wrapped)
-    if (privateKey.asymmetricKeyType !== 'rsa' || privateKey.asymmetricKeyDetails?.modulusLength !== ALGORITHM_SHAPE[algorithm].bits) {
+    if (
+      privateKey.asymmetricKeyType !== 'rsa' ||
+      privateKey.asymmetricKeyDetails?.modulusLength !== ALGORITHM_SHAPE[algorithm].bits
+    ) {
       throw new ApiError(400, 'INVALID_ARGUMENT', 'The imported key does not match the algorithm.')
     }
-    const number = [...versions.keys()].filter((name) => name.startsWith(`${cryptoKeyName}/cryptoKeyVersions/`)).length + 1
+    const number =
+      [...versions.keys()].filter((name) => name.startsWith(`${cryptoKeyName}/cryptoKeyVersions/`)).length + 1
     const name = `${cryptoKeyName}/cryptoKeyVersions/${number}`
     versions.set(name, {
       algorithm,
@@ -364,11 +456,16 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
     if (ALGORITHM_SHAPE[version.algorithm].purpose !== 'ASYMMETRIC_SIGN') {
       throw new ApiError(400, 'FAILED_PRECONDITION', 'The key version is not a signing key.')
     }
-    const digest = isRecord(input['digest']) && typeof input['digest']['sha256'] === 'string'
-      ? Buffer.from(input['digest']['sha256'], 'base64')
-      : undefined
-    if (!digest || digest.length !== 32) throw new ApiError(400, 'INVALID_ARGUMENT', 'A SHA-256 digest is required.')
-    return { name, signature: signPss(version.privateKey, digest).toString('base64'), verifiedDigestCrc32c: false }
+    const digest =
+      isRecord(input['digest']) && typeof input['digest']['sha256'] === 'string'
+        ? Buffer.from(input['digest']['sha256'], 'base64')
+        : undefined
+    if (digest?.length !== 32) throw new ApiError(400, 'INVALID_ARGUMENT', 'A SHA-256 digest is required.')
+    return {
+      name,
+      signature: signPss(version.privateKey, digest).toString('base64'),
+      verifiedDigestCrc32c: false,
+    }
   }
 
   function asymmetricDecrypt(name: string, input: Record<string, unknown>) {
@@ -376,7 +473,8 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
     if (ALGORITHM_SHAPE[version.algorithm].purpose !== 'ASYMMETRIC_DECRYPT') {
       throw new ApiError(400, 'FAILED_PRECONDITION', 'The key version is not a decryption key.')
     }
-    const ciphertext = typeof input['ciphertext'] === 'string' ? Buffer.from(input['ciphertext'], 'base64') : Buffer.alloc(0)
+    const ciphertext =
+      typeof input['ciphertext'] === 'string' ? Buffer.from(input['ciphertext'], 'base64') : Buffer.alloc(0)
     try {
       const plaintext = privateDecrypt(
         { key: version.privateKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
@@ -397,8 +495,6 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
   // -------------------------------------------------------------------------------------------
   // Resources as JSON
 
-  type EnumOut = (table: EnumTable, name: string) => string | number | undefined
-
   function cryptoKeyJson(name: string, e: EnumOut) {
     const key = cryptoKeys.get(name)
     if (!key) throw new ApiError(404, 'NOT_FOUND', `CryptoKey ${name} not found.`)
@@ -406,7 +502,10 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
       name,
       purpose: e(PURPOSE, key.purpose),
       createTime: key.createTime,
-      versionTemplate: { protectionLevel: e(PROTECTION_LEVEL, key.protectionLevel), algorithm: e(ALGORITHM, key.algorithm) },
+      versionTemplate: {
+        protectionLevel: e(PROTECTION_LEVEL, key.protectionLevel),
+        algorithm: e(ALGORITHM, key.algorithm),
+      },
       importOnly: key.importOnly,
       destroyScheduledDuration: '2592000s',
     }
@@ -450,8 +549,11 @@ export async function startFakeGcpKms(options: FakeGcpKmsOptions): Promise<FakeG
     versions: () =>
       new Map([...versions].map(([name, v]) => [name, { algorithm: v.algorithm, privateKey: v.privateKey }])),
     requestCount: () => requests,
-    setDown(value) {
-      down = value
+    setDown(value, scope = 'all') {
+      down = value ? scope : false
+    },
+    setPermissionDenied(value) {
+      permissionDenied = value
     },
     stop: () =>
       new Promise<void>((resolve, reject) => {
@@ -467,7 +569,10 @@ const ok = (json: unknown) => ({ status: 200, json })
 
 function send(res: ServerResponse, status: number, json: unknown) {
   const body = JSON.stringify(json)
-  res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(body) })
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=UTF-8',
+    'content-length': Buffer.byteLength(body),
+  })
   res.end(body)
 }
 

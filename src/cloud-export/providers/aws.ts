@@ -153,7 +153,11 @@ export const awsProvider: CloudProviderAdapter = {
       const keyId = created.KeyMetadata?.KeyId
       const arn = created.KeyMetadata?.Arn
       if (!keyId || !arn)
-        throw new CloudProviderError('cloud_unexpected_response', 'AWS KMS CreateKey returned no key id', true)
+        throw new CloudProviderError(
+          'cloud_unexpected_response',
+          'AWS KMS CreateKey returned no key id',
+          true,
+        )
       try {
         await importMaterial(kms, secrets, keyId, material.privateKey)
       } catch (error) {

@@ -74,7 +74,7 @@ interface AccessToken {
   expiry_date: number
 }
 
-export const KMS_SCOPE = 'https://www.googleapis.com/auth/cloudkms'
+const KMS_SCOPE = 'https://www.googleapis.com/auth/cloudkms'
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
 /** Google accepts assertions valid for at most an hour. */
 const ASSERTION_LIFETIME_SECONDS = 3600
@@ -133,7 +133,7 @@ export function openKmsSession(outbound: OutboundClient, timeoutMs: number, acco
  * applications"): an assertion signed RS256 with the service account key, exchanged at the token
  * URI for an access token to Cloud KMS.
  */
-export async function grantAccessToken(
+async function grantAccessToken(
   exchange: ExchangeOptions,
   account: Pick<GcpAccount, 'tokenUri' | 'clientEmail' | 'privateKey'>,
 ): Promise<AccessToken> {
@@ -163,7 +163,8 @@ export async function grantAccessToken(
       false,
     )
   }
-  const lifetimeSeconds = typeof expiresIn === 'number' && expiresIn > 0 ? expiresIn : ASSERTION_LIFETIME_SECONDS
+  const lifetimeSeconds =
+    typeof expiresIn === 'number' && expiresIn > 0 ? expiresIn : ASSERTION_LIFETIME_SECONDS
   return { access_token: accessToken, expiry_date: Date.now() + lifetimeSeconds * 1000 }
 }
 

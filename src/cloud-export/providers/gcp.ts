@@ -9,16 +9,22 @@ import {
 } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { protos } from '@google-cloud/kms'
-import type { AlgorithmName } from '../../keys/algorithms.ts'
+import type { AlgorithmName, KeyType } from '../../keys/algorithms.ts'
 import {
+  CloudFieldError,
   type CloudProviderAdapter,
   CloudProviderError,
-  CloudFieldError,
   type ConnectionContext,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
-import { type Exchange, type ExchangeJournal, type GcpAccount, type KmsSession, openKmsSession } from './gcp-transport.ts'
+import {
+  type Exchange,
+  type ExchangeJournal,
+  type GcpAccount,
+  type KmsSession,
+  openKmsSession,
+} from './gcp-transport.ts'
 
 /**
  * Google Cloud KMS (API v1, through @google-cloud/kms in its REST transport; gcp-transport.ts).
@@ -39,6 +45,11 @@ import { type Exchange, type ExchangeJournal, type GcpAccount, type KmsSession, 
  * Safe to run again after a failure: the crypto key is found again, a new import job is made
  * (jobs expire by themselves after three days and cannot be deleted), and an import whose answer
  * was lost leaves one more version holding the same key, which is harmless.
+ *
+ * The service account needs, on the key ring: cloudkms.cryptoKeys.create and .get,
+ * cloudkms.importJobs.create, .get and .useToImport, cloudkms.cryptoKeyVersions.create, .get and
+ * .viewPublicKey (e.g. roles/cloudkms.admin with roles/cloudkms.importer and
+ * roles/cloudkms.publicKeyViewer); for the connection test, cloudkms.keyRings.list.
  */
 
 const GCP_ALGORITHMS = ['RSA-2048', 'RSA-3072', 'RSA-4096'] as const satisfies readonly AlgorithmName[]
@@ -76,7 +87,8 @@ const RESOURCE_ID = /^[a-zA-Z0-9_-]{1,63}$/
 const PROJECT = /^(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$|^[0-9]{1,20}$/
 /** `global`, a region (`europe-west1`) or a multi-region (`europe`, `nam-eur-asia1`). */
 const LOCATION = /^[a-z][a-z0-9-]{0,62}$/
-const CLIENT_EMAIL = /^[a-z0-9][a-z0-9._%+-]{0,63}@[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/i
+const CLIENT_EMAIL =
+  /^[a-z0-9][a-z0-9._%+-]{0,63}@[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/i
 const MAX_PRIVATE_KEY_PEM = 16 * 1024
 const MAX_URL = 2048
 const LOOPBACK_HOSTS = new Set(['localhost', '[::1]'])
@@ -116,11 +128,14 @@ function parseSettings(input: Record<string, unknown>): Record<string, unknown> 
   // adapter runs); stored settings carry it, so it is passed over here, not refused.
   refuseUnknown('settings', input, ['apiEndpoint', 'tokenUri', 'project', 'location', 'caCertificate'])
   const settings: GcpSettings = {}
-  if (input.apiEndpoint !== undefined) settings.apiEndpoint = endpointUrl('settings.apiEndpoint', input.apiEndpoint, 'origin')
-  if (input.tokenUri !== undefined) settings.tokenUri = endpointUrl('settings.tokenUri', input.tokenUri, 'url')
+  if (input.apiEndpoint !== undefined)
+    settings.apiEndpoint = endpointUrl('settings.apiEndpoint', input.apiEndpoint, 'origin')
+  if (input.tokenUri !== undefined)
+    settings.tokenUri = endpointUrl('settings.tokenUri', input.tokenUri, 'url')
   if (input.project !== undefined) settings.project = projectId('settings.project', input.project)
   if (input.location !== undefined) {
-    if (settings.project === undefined) throw new CloudFieldError('settings.location', 'needs settings.project')
+    if (settings.project === undefined)
+      throw new CloudFieldError('settings.location', 'needs settings.project')
     settings.location = locationId('settings.location', input.location)
   }
   return { ...settings }
@@ -131,11 +146,15 @@ function parseCredentials(input: Record<string, unknown>): Record<string, unknow
   // Messages never quote what was given: these fields are secrets, or sit next to them.
   const clientEmail = input.clientEmail
   if (typeof clientEmail !== 'string' || clientEmail.length > 320 || !CLIENT_EMAIL.test(clientEmail)) {
-    throw new CloudFieldError('credentials.clientEmail', "must be the service account's email (client_email of its key)")
+    throw new CloudFieldError(
+      'credentials.clientEmail',
+      "must be the service account's email (client_email of its key)",
+    )
   }
   readPrivateKey(input.privateKey)
   const credentials: GcpCredentials = { clientEmail, privateKey: input.privateKey as string }
-  if (input.tokenUri !== undefined) credentials.tokenUri = endpointUrl('credentials.tokenUri', input.tokenUri, 'url')
+  if (input.tokenUri !== undefined)
+    credentials.tokenUri = endpointUrl('credentials.tokenUri', input.tokenUri, 'url')
   return { ...credentials }
 }
 
@@ -154,7 +173,9 @@ function parseTarget(input: Record<string, unknown>): Record<string, unknown> {
 function readPrivateKey(value: unknown): KeyObject {
   const refuse = (rule: string) => new CloudFieldError('credentials.privateKey', rule)
   if (typeof value !== 'string' || value.length > MAX_PRIVATE_KEY_PEM || !value.includes('-----BEGIN')) {
-    throw refuse("must be the PEM private key of a service account key (its private_key, '-----BEGIN PRIVATE KEY-----')")
+    throw refuse(
+      "must be the PEM private key of a service account key (its private_key, '-----BEGIN PRIVATE KEY-----')",
+    )
   }
   let key: KeyObject
   try {
@@ -171,13 +192,17 @@ function readPrivateKey(value: unknown): KeyObject {
 function refuseUnknown(scope: string, input: Record<string, unknown>, known: readonly string[]): void {
   // A secret put in the wrong place would otherwise be stored unsealed with the settings.
   for (const name of Object.keys(input)) {
-    if (!known.includes(name)) throw new CloudFieldError(`${scope}.${name}`, 'is not a field of Google Cloud KMS')
+    if (!known.includes(name))
+      throw new CloudFieldError(`${scope}.${name}`, 'is not a field of Google Cloud KMS')
   }
 }
 
 function projectId(field: string, value: unknown): string {
   if (typeof value !== 'string' || !PROJECT.test(value)) {
-    throw new CloudFieldError(field, 'must be a Google Cloud project id (6-30 lowercase letters, digits, hyphens) or number')
+    throw new CloudFieldError(
+      field,
+      'must be a Google Cloud project id (6-30 lowercase letters, digits, hyphens) or number',
+    )
   }
   return value
 }
@@ -202,8 +227,10 @@ function resourceId(field: string, value: unknown): string {
  * readable.
  */
 function endpointUrl(field: string, value: unknown, shape: 'origin' | 'url'): string {
-  const expected = shape === 'origin' ? 'an https origin such as https://cloudkms.googleapis.com' : 'an https URL'
-  if (typeof value !== 'string' || value.length > MAX_URL) throw new CloudFieldError(field, `must be ${expected}`)
+  const expected =
+    shape === 'origin' ? 'an https origin such as https://cloudkms.googleapis.com' : 'an https URL'
+  if (typeof value !== 'string' || value.length > MAX_URL)
+    throw new CloudFieldError(field, `must be ${expected}`)
   const url = URL.parse(value)
   if (!url) throw new CloudFieldError(field, `must be ${expected}`)
   const loopback = LOOPBACK_HOSTS.has(url.hostname) || /^127\.\d+\.\d+\.\d+$/.test(url.hostname)
@@ -222,8 +249,12 @@ function endpointUrl(field: string, value: unknown, shape: 'origin' | 'url'): st
 
 /** The connection as parse* left it, with the defaults applied. */
 function gcpConnection(connection: ConnectionContext): { settings: GcpSettings; account: GcpAccount } {
-  const settings = asStored(() => parseSettings(connection.settings)) as GcpSettings
-  const credentials = asStored(() => parseCredentials(connection.credentials)) as unknown as GcpCredentials
+  const settings = asStored('cloud_configuration_invalid', () =>
+    parseSettings(connection.settings),
+  ) as GcpSettings
+  const credentials = asStored('cloud_configuration_invalid', () =>
+    parseCredentials(connection.credentials),
+  ) as unknown as GcpCredentials
   return {
     settings,
     account: {
@@ -236,13 +267,13 @@ function gcpConnection(connection: ConnectionContext): { settings: GcpSettings; 
   }
 }
 
-/** Stored fields that no longer pass are the connection's fault, not a passing failure. */
-function asStored<T>(read: () => T): T {
+/** Stored fields that no longer pass are the connection's (or the export's) fault, not a passing failure. */
+function asStored<T>(code: 'cloud_configuration_invalid', read: () => T): T {
   try {
     return read()
   } catch (error) {
     if (error instanceof CloudFieldError) {
-      throw new CloudProviderError('cloud_connection_invalid', `the Google Cloud KMS ${error.message}`, false)
+      throw new CloudProviderError(code, `the Google Cloud KMS ${error.message}`, false)
     }
     throw error
   }
@@ -269,7 +300,9 @@ async function push(
 ): Promise<PushResult> {
   const spec = keySpecOf(material)
   const { account } = gcpConnection(connection)
-  const target = asStored(() => parseTarget(targetInput)) as unknown as GcpTarget
+  const target = asStored('cloud_configuration_invalid', () =>
+    parseTarget(targetInput),
+  ) as unknown as GcpTarget
   const keyRing = `projects/${target.project}/locations/${target.location}/keyRings/${target.keyRing}`
   const session = openKmsSession(connection.outbound, connection.timeoutMs, account)
   try {
@@ -292,19 +325,36 @@ async function push(
   }
 }
 
+/** Signing keys sign with PSS, encryption keys decrypt with OAEP; HMAC keys have no place at Cloud KMS here. */
+const KEY_SPEC_OF: Partial<Record<KeyType, (algorithm: GcpAlgorithm) => KeySpec>> = {
+  Signing: (algorithm) => ({ purpose: 'ASYMMETRIC_SIGN', algorithm: SIGNING_ALGORITHM[algorithm] }),
+  Encryption: (algorithm) => ({ purpose: 'ASYMMETRIC_DECRYPT', algorithm: DECRYPTION_ALGORITHM[algorithm] }),
+}
+
+/** The purpose and Cloud KMS algorithm of the version, refused before anything is made at Google. */
 function keySpecOf(material: ExportMaterial): KeySpec {
-  const algorithm = (GCP_ALGORITHMS as readonly string[]).includes(material.algorithm)
-    ? (material.algorithm as GcpAlgorithm)
-    : undefined
-  if (algorithm && material.keyType === 'Signing') return { purpose: 'ASYMMETRIC_SIGN', algorithm: SIGNING_ALGORITHM[algorithm] }
-  if (algorithm && material.keyType === 'Encryption') {
-    return { purpose: 'ASYMMETRIC_DECRYPT', algorithm: DECRYPTION_ALGORITHM[algorithm] }
+  const algorithm = GCP_ALGORITHMS.find((name) => name === material.algorithm)
+  const specOf = KEY_SPEC_OF[material.keyType]
+  if (!algorithm || !specOf) {
+    throw new CloudProviderError(
+      'cloud_algorithm_unsupported',
+      `Google Cloud KMS does not take ${material.algorithm} ${material.keyType} keys`,
+      false,
+    )
   }
-  throw new CloudProviderError(
-    'cloud_algorithm_unsupported',
-    `Google Cloud KMS does not take ${material.algorithm} ${material.keyType} keys`,
-    false,
-  )
+  const { privateKey } = material
+  if (
+    privateKey.type !== 'private' ||
+    privateKey.asymmetricKeyType !== 'rsa' ||
+    privateKey.asymmetricKeyDetails?.modulusLength !== MODULUS_BITS[algorithm]
+  ) {
+    throw new CloudProviderError(
+      'cloud_import_refused',
+      `the key material is not a ${algorithm} private key`,
+      false,
+    )
+  }
+  return specOf(algorithm)
 }
 
 /**
@@ -341,12 +391,20 @@ async function ensureCryptoKey(
     ;[key] = await call(session, 'read the crypto key', () => session.client.getCryptoKey({ name }, ONCE))
   }
   if (key.name !== name) {
-    throw new CloudProviderError('cloud_unexpected_response', 'Cloud KMS answered with another crypto key', false)
+    throw new CloudProviderError(
+      'cloud_unexpected_response',
+      'Cloud KMS answered with another crypto key',
+      false,
+    )
   }
   const purpose = String(key.purpose)
   const algorithm = String(key.versionTemplate?.algorithm)
   const protectionLevel = String(key.versionTemplate?.protectionLevel)
-  if (purpose !== spec.purpose || algorithm !== spec.algorithm || !IMPORTABLE_PROTECTION.has(protectionLevel)) {
+  if (
+    purpose !== spec.purpose ||
+    algorithm !== spec.algorithm ||
+    !IMPORTABLE_PROTECTION.has(protectionLevel)
+  ) {
     throw new CloudProviderError(
       'cloud_key_mismatch',
       `the crypto key exists with purpose ${safeWord(purpose)}, algorithm ${safeWord(algorithm)} and protection ${safeWord(protectionLevel)}; this version needs ${spec.purpose}, ${spec.algorithm}, SOFTWARE or HSM`,
@@ -357,9 +415,13 @@ async function ensureCryptoKey(
 }
 
 /** A new import job in the key ring, once Cloud KMS has generated its wrapping key. */
-async function createImportJob(session: KmsSession, keyRing: string, protectionLevel: string): Promise<ImportJob> {
+async function createImportJob(
+  session: KmsSession,
+  keyRing: string,
+  protectionLevel: string,
+): Promise<ImportJob> {
   const importJobId = `kms-export-${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`
-  let [job] = await call(session, 'create an import job', () =>
+  const [job] = await call(session, 'create an import job', () =>
     session.client.createImportJob(
       {
         parent: keyRing,
@@ -370,27 +432,47 @@ async function createImportJob(session: KmsSession, keyRing: string, protectionL
     ),
   )
   const name = `${keyRing}/importJobs/${importJobId}`
-  for (const delay of POLL_DELAYS_MS) {
-    if (job.name !== name) {
-      throw new CloudProviderError('cloud_unexpected_response', 'Cloud KMS answered with another import job', false)
-    }
-    const state = String(job.state)
-    if (state === 'ACTIVE') return { name, wrappingKey: wrappingKeyOf(job) }
-    if (state !== 'PENDING_GENERATION') {
+  const active = await pollUntil(
+    job,
+    async () =>
+      (await call(session, 'read the import job', () => session.client.getImportJob({ name }, ONCE)))[0],
+    (current) => {
+      if (current.name !== name) {
+        throw new CloudProviderError(
+          'cloud_unexpected_response',
+          'Cloud KMS answered with another import job',
+          false,
+        )
+      }
+      const state = String(current.state)
       // EXPIRED (or unknown): the next attempt makes a new job.
-      throw new CloudProviderError('cloud_unavailable', `the Cloud KMS import job is ${safeWord(state)}`, true)
-    }
-    await sleep(delay)
-    ;[job] = await call(session, 'read the import job', () => session.client.getImportJob({ name }, ONCE))
-  }
-  throw new CloudProviderError('cloud_unavailable', 'the Cloud KMS import job did not become active in time', true)
+      if (state !== 'ACTIVE' && state !== 'PENDING_GENERATION') {
+        throw new CloudProviderError(
+          'cloud_unavailable',
+          `the Cloud KMS import job is ${safeWord(state)}`,
+          true,
+        )
+      }
+      return state === 'ACTIVE'
+    },
+    () =>
+      new CloudProviderError(
+        'cloud_unavailable',
+        'the Cloud KMS import job did not become active in time',
+        true,
+      ),
+  )
+  return { name, wrappingKey: wrappingKeyOf(active) }
 }
 
 /** The job's public key, which must be what its import method says (RSA of IMPORT_JOB_KEY_BITS). */
 function wrappingKeyOf(job: protos.google.cloud.kms.v1.IImportJob): KeyObject {
   try {
     const key = createPublicKey(String(job.publicKey?.pem))
-    if (String(job.importMethod) === IMPORT_METHOD && key.asymmetricKeyDetails?.modulusLength === IMPORT_JOB_KEY_BITS) {
+    if (
+      String(job.importMethod) === IMPORT_METHOD &&
+      key.asymmetricKeyDetails?.modulusLength === IMPORT_JOB_KEY_BITS
+    ) {
       return key
     }
   } catch {
@@ -461,37 +543,86 @@ async function waitUntilEnabled(
 ): Promise<string> {
   const name = String(imported.name)
   if (!new RegExp(`^${escapeRegExp(cryptoKey)}/cryptoKeyVersions/[0-9]{1,20}$`).test(name)) {
-    throw new CloudProviderError('cloud_unexpected_response', 'Cloud KMS answered the import without a version of this crypto key', false)
+    throw new CloudProviderError(
+      'cloud_unexpected_response',
+      'Cloud KMS answered the import without a version of this crypto key',
+      false,
+    )
   }
-  let version = imported
+  await pollUntil(
+    imported,
+    async () =>
+      (
+        await call(session, 'read the imported version', () =>
+          session.client.getCryptoKeyVersion({ name }, ONCE),
+        )
+      )[0],
+    (version) => {
+      const state = String(version.state)
+      if (state === 'IMPORT_FAILED') {
+        throw new CloudProviderError(
+          'cloud_import_refused',
+          'Cloud KMS could not import the key (IMPORT_FAILED)',
+          false,
+        )
+      }
+      if (state !== 'ENABLED' && state !== 'PENDING_IMPORT') {
+        throw new CloudProviderError(
+          'cloud_key_unusable',
+          `the imported Cloud KMS key version is ${safeWord(state)}`,
+          false,
+        )
+      }
+      return state === 'ENABLED'
+    },
+    // The import may still complete; a retry imports once more (one more version holding the key).
+    () => new CloudProviderError('cloud_unavailable', 'the Cloud KMS import did not complete in time', true),
+  )
+  return name
+}
+
+/**
+ * Reads a resource again, after growing waits, until `ready` says so (it throws for a state that
+ * will not become ready); bounded by POLL_DELAYS_MS.
+ */
+async function pollUntil<T>(
+  first: T,
+  readAgain: () => Promise<T>,
+  ready: (value: T) => boolean,
+  timedOut: () => CloudProviderError,
+): Promise<T> {
+  let value = first
   for (const delay of POLL_DELAYS_MS) {
-    const state = String(version.state)
-    if (state === 'ENABLED') return name
-    if (state === 'IMPORT_FAILED') {
-      throw new CloudProviderError('cloud_import_refused', 'Cloud KMS could not import the key (IMPORT_FAILED)', false)
-    }
-    if (state !== 'PENDING_IMPORT') {
-      throw new CloudProviderError('cloud_key_unusable', `the imported Cloud KMS key version is ${safeWord(state)}`, false)
-    }
+    if (ready(value)) return value
     await sleep(delay)
-    ;[version] = await call(session, 'read the imported version', () => session.client.getCryptoKeyVersion({ name }, ONCE))
+    value = await readAgain()
   }
-  // The import may still complete; a retry imports once more (one more version holding the key).
-  throw new CloudProviderError('cloud_unavailable', 'the Cloud KMS import did not complete in time', true)
+  if (ready(value)) return value
+  throw timedOut()
 }
 
 /** Proves the version at Google is this key (the import is Google's word, the public key its proof). */
 async function assertHoldsKey(session: KmsSession, version: string, publicKey: KeyObject): Promise<void> {
-  const [answer] = await call(session, 'read the public key', () => session.client.getPublicKey({ name: version }, ONCE))
+  const [answer] = await call(session, 'read the public key', () =>
+    session.client.getPublicKey({ name: version }, ONCE),
+  )
   let held: KeyObject
   try {
     held = createPublicKey(String(answer.pem))
   } catch {
-    throw new CloudProviderError('cloud_unexpected_response', 'Cloud KMS returned a public key that cannot be read', false)
+    throw new CloudProviderError(
+      'cloud_unexpected_response',
+      'Cloud KMS returned a public key that cannot be read',
+      false,
+    )
   }
   const spki = (key: KeyObject) => key.export({ format: 'der', type: 'spki' })
   if (!spki(held).equals(spki(publicKey))) {
-    throw new CloudProviderError('cloud_key_mismatch', 'the imported Cloud KMS key version does not hold this key', false)
+    throw new CloudProviderError(
+      'cloud_key_mismatch',
+      'the imported Cloud KMS key version does not hold this key',
+      false,
+    )
   }
 }
 
@@ -545,15 +676,36 @@ function explain(step: string, error: unknown, journal: ExchangeJournal): CloudP
   if (last?.failure) {
     const { code, reason } = last.failure
     if (code === 'destination_not_allowed') {
-      return new CloudProviderError('cloud_destination_not_allowed', `${where}: ${reason ?? code}`, false)
+      return new CloudProviderError(
+        'cloud_destination_refused',
+        `${where} is not an allowed destination (${reason ?? 'refused'})`,
+        false,
+      )
     }
     if (code === 'response_too_large') {
       return new CloudProviderError('cloud_unexpected_response', `${where} answered too much`, false)
     }
-    return new CloudProviderError('cloud_unreachable', `${where} could not be reached to ${step} (${code})`, true)
+    return new CloudProviderError(
+      'cloud_unreachable',
+      `${where} could not be reached to ${step} (${code})`,
+      true,
+    )
   }
-  if (last?.status !== undefined && (last.status < 200 || last.status >= 300)) return fromStatus(step, last, last.status)
-  return new CloudProviderError('cloud_unexpected_response', `${where} gave an unreadable answer to ${step}`, false)
+  if (last?.status === undefined) {
+    // Nothing was sent: the SDK refused the call itself.
+    const name = error instanceof Error && /^[A-Za-z]{1,64}$/.test(error.name) ? error.name : 'an error'
+    return new CloudProviderError(
+      'cloud_request_failed',
+      `the Cloud KMS SDK failed to ${step} with ${name}`,
+      false,
+    )
+  }
+  if (last.status < 200 || last.status >= 300) return fromStatus(step, last, last.status)
+  return new CloudProviderError(
+    'cloud_unexpected_response',
+    `${where} gave an unreadable answer to ${step}`,
+    false,
+  )
 }
 
 function fromStatus(step: string, exchange: Exchange, status: number): CloudProviderError {
@@ -562,10 +714,15 @@ function fromStatus(step: string, exchange: Exchange, status: number): CloudProv
   if (status === 408 || status === 429 || status >= 500) {
     return new CloudProviderError('cloud_unavailable', `${where} is unavailable (${detail})`, true)
   }
-  if (status < 400) return new CloudProviderError('cloud_unexpected_response', `${where} redirected (${detail})`, false)
+  if (status < 400)
+    return new CloudProviderError('cloud_unexpected_response', `${where} redirected (${detail})`, false)
   if (exchange.service === 'oauth') {
     // Every refusal of the grant: an unknown, deleted or disabled key (invalid_grant), a wrong email.
-    return new CloudProviderError('cloud_credentials_refused', `Google refused the service account key (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_credentials_refused',
+      `Google refused the service account key (${detail})`,
+      false,
+    )
   }
   if (status === 401 || status === 403) {
     return new CloudProviderError(
@@ -575,9 +732,14 @@ function fromStatus(step: string, exchange: Exchange, status: number): CloudProv
     )
   }
   if (status === 404) {
-    return new CloudProviderError('cloud_not_found', `Cloud KMS found no such project, location or key ring to ${step} (${detail})`, false)
+    return new CloudProviderError(
+      'cloud_not_found',
+      `Cloud KMS found no such project, location or key ring to ${step} (${detail})`,
+      false,
+    )
   }
-  if (status === 409) return new CloudProviderError('cloud_already_exists', `Cloud KMS: it exists already (${detail})`, false)
+  if (status === 409)
+    return new CloudProviderError('cloud_already_exists', `Cloud KMS: it exists already (${detail})`, false)
   if (step === 'import the key' || step === 'create the crypto key' || step === 'create an import job') {
     return new CloudProviderError('cloud_import_refused', `Cloud KMS refused to ${step} (${detail})`, false)
   }

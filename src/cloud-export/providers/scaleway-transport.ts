@@ -54,7 +54,11 @@ export function createKeyManagerApi(
   } catch {
     // The SDK's own validation messages quote the values they refuse, the secret key included:
     // none of it is passed on (parseCredentials applies the same patterns, so this is a backstop).
-    throw new CloudProviderError('cloud_connection_invalid', 'the Scaleway connection is not usable', false)
+    throw new CloudProviderError(
+      'cloud_configuration_invalid',
+      'the Scaleway connection is not usable',
+      false,
+    )
   }
   return new KeyManagerApi(client)
 }

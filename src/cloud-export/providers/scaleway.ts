@@ -200,7 +200,11 @@ function scalewayConnection(connection: ConnectionContext): ScalewayConnection {
     secretKey: credentials.secretKey,
   }
   if (!Object.values(fields).every((v) => typeof v === 'string')) {
-    throw new CloudProviderError('cloud_connection_invalid', 'the Scaleway connection is incomplete', false)
+    throw new CloudProviderError(
+      'cloud_configuration_invalid',
+      'the Scaleway connection is incomplete',
+      false,
+    )
   }
   const caCertificate = typeof settings.caCertificate === 'string' ? settings.caCertificate : undefined
   return {
