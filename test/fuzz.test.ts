@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { applicationClient } from './helpers/endusers.ts'
@@ -1889,9 +1890,36 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
         },
       })
       assert.equal(secret.status, 201, `could not create a secret for the fuzz: ${secret.text}`)
+      // A cloud connection and an export, so the cloud-export routes get past their lookups too
+      // (the endpoint is a closed loopback port the outbound policy refuses: pushes and tests fail
+      // as a cloud outage would, which is an answer, never a 5xx).
+      const connection = await svc.request('POST', `${API}/cloud-connections`, {
+        key: admin.key,
+        body: {
+          name: 'fuzz-cloud',
+          provider: 'scaleway',
+          settings: { region: 'fr-par', projectId: randomUUID(), apiUrl: 'http://127.0.0.1:9' },
+          credentials: { accessKey: 'SCWABCDEFGHIJ0123456', secretKey: randomUUID() },
+        },
+      })
+      assert.equal(
+        connection.status,
+        201,
+        `could not create a cloud connection for the fuzz: ${connection.text}`,
+      )
+      const cloudExport = await svc.request('POST', `${API}/keys/${keyIds[1]}/cloud-exports`, {
+        key: admin.key,
+        body: { connectionId: connection.body.id, target: { keyName: 'fuzz' } },
+      })
+      assert.equal(
+        cloudExport.status,
+        201,
+        `could not create a cloud export for the fuzz: ${cloudExport.text}`,
+      )
       cases = new CaseFactory(rng, ops, keys, publicRoutes, svc.config.bodyLimitBytes, {
         keyId: keyIds,
-        id: [secret.body.id, folder.body.id],
+        id: [secret.body.id, folder.body.id, connection.body.id],
+        exportId: [cloudExport.body.id],
       }).build(TARGET_CASES, MIN_RANDOM_ROUNDS)
 
       const started = performance.now()
