@@ -159,7 +159,7 @@ describe('AWS KMS provider: fields', () => {
     assert.equal(awsProvider.provider, 'aws')
   })
 
-  test('settings: a region is required and checked, an endpoint must be a plain http(s) URL', () => {
+  test('settings: a region is required and checked, an endpoint must be https (http on loopback only)', () => {
     assert.deepEqual(awsProvider.parseSettings({ region: 'eu-west-1' }), { region: 'eu-west-1' })
     assert.deepEqual(
       awsProvider.parseSettings({ region: 'us-gov-west-1', endpoint: 'https://kms.example.com' }),
@@ -170,8 +170,15 @@ describe('AWS KMS provider: fields', () => {
     )
     for (const region of [undefined, '', 'EU-WEST-1', 'eu_west_1', 'eu-west', 'eu-west-1.evil.com', 42])
       assert.equal(fieldError(() => awsProvider.parseSettings({ region })).field, 'settings.region')
+    assert.equal(
+      awsProvider.parseSettings({ region: REGION, endpoint: 'http://127.0.0.1:4566' }).endpoint,
+      'http://127.0.0.1:4566/',
+    )
     for (const endpoint of [
       'kms.example.com',
+      // In clear on a network, whoever answers would pick the key the private key is wrapped to.
+      'http://kms.example.com',
+      'http://10.0.0.5:4566',
       'ftp://kms.example.com',
       'https://user:pass@kms.example.com',
       'https://kms.example.com/?a=b',

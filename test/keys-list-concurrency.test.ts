@@ -438,6 +438,7 @@ describe('tenant isolation of keys', () => {
     const versionsBefore = await svc.sql<{ key_id: string; version: number }[]>`
       SELECT key_id::text AS key_id, version FROM key_versions WHERE tenant_id = ${a.tenantId} ORDER BY 1, 2`
 
+    const NOWHERE = randomUUID()
     let tried = 0
     for (const target of aKeys) {
       for (const attempt of attempts) {
@@ -447,10 +448,15 @@ describe('tenant isolation of keys', () => {
         const search = attempt.query.length ? `?${qs(attempt.query)}` : ''
         // A body that names its key (an answer passed back, e.g. wrap's to unwrap) names the path's.
         const send = (who: TenantWithKey, id: string) =>
-          svc.request(attempt.method, `${attempt.template.replace('{keyId}', id)}${search}`, {
-            key: who.key,
-            ...(body ? { body: 'keyId' in body ? { ...body, keyId: id } : body } : {}),
-          })
+          // Other path parameters (a cloud export's id) are ids that exist nowhere: the key decides first.
+          svc.request(
+            attempt.method,
+            `${attempt.template.replace('{keyId}', id).replace(/\{[A-Za-z]+\}/g, NOWHERE)}${search}`,
+            {
+              key: who.key,
+              ...(body ? { body: 'keyId' in body ? { ...body, keyId: id } : body } : {}),
+            },
+          )
         const sent = JSON.stringify(body ?? null)
         const what = `${attempt.method} ${attempt.template}${search} ${sent} on ${target.name}`
         const foreign = await send(b, target.id)

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { boundedJson, nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { CLOUD_PROVIDERS } from './provider.ts'
 
 const Provider = Type.Enum(CLOUD_PROVIDERS, { description: 'The cloud KMS: aws, azure, gcp or scaleway' })
@@ -12,7 +12,8 @@ const Fields = (description: string) =>
   Type.Record(
     Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z][A-Za-z0-9_]*$' }),
     Type.Union([Type.String({ maxLength: 16_384 }), Type.Number(), Type.Boolean()]),
-    { maxProperties: 20, description },
+    // Flat by its schema; the bound says so to the validator too (depth 1 values, 20 members).
+    { maxProperties: 20, description, ...boundedJson({ depth: 2, members: 20, chars: 20 * 16_448 }) },
   )
 
 export const ConnectionSchema = Type.Object(

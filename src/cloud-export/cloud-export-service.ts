@@ -43,6 +43,13 @@ export const SYNC_BACKOFF_MS = [10_000, 60_000, 5 * 60_000, 15 * 60_000, 60 * 60
 export const MAX_SYNC_ATTEMPTS = SYNC_BACKOFF_MS.length + 1
 /** How long a job process holds an export it is pushing (a crashed one lets go after this). */
 const LEASE_MS = 5 * 60_000
+/**
+ * A whole push (every exchange, every poll) ends before its lease does, so no other job process
+ * can claim the export while the first is still talking to the cloud. A connection test, run in
+ * an API request, has less.
+ */
+const PUSH_DEADLINE_MS = 4 * 60_000
+const TEST_DEADLINE_MS = 30_000
 const CLAIM_BATCH = 20
 const PUSH_CONCURRENCY = 4
 /** States whose key may be pushed: a revoked or deleted key is not copied anywhere anymore. */
@@ -240,7 +247,7 @@ export function createCloudExportService(deps: {
     }
   }
 
-  async function contextOf(row: ConnectionRow): Promise<ConnectionContext> {
+  async function contextOf(row: ConnectionRow, deadline: AbortSignal): Promise<ConnectionContext> {
     const plain = await deps.tenantKeks.open(
       row.tenant_id,
       row.credentials_sealed,
@@ -253,10 +260,11 @@ export function createCloudExportService(deps: {
       plain.fill(0)
     }
     const ca = row.settings['caCertificate']
+    const outbound = typeof ca === 'string' ? deps.outbound.withExtraCa(ca) : deps.outbound
     return {
       settings: row.settings,
       credentials,
-      outbound: typeof ca === 'string' ? deps.outbound.withExtraCa(ca) : deps.outbound,
+      outbound: boundedBy(outbound, deadline),
       timeoutMs: deps.timeoutMs,
     }
   }
@@ -315,17 +323,21 @@ export function createCloudExportService(deps: {
       const material = await deps.keys.material(row.tenant_id, row.key_id, version)
       if (!material)
         throw new CloudProviderError('key_not_exportable', `Version ${version} has no material`, false)
-      context = await contextOf(connection)
+      const deadline = AbortSignal.timeout(PUSH_DEADLINE_MS)
+      context = await contextOf(connection, deadline)
       const adapter = adapterOf(row.provider)
       const previous =
         row.provider_key_id && row.provider_state
           ? { providerKeyId: row.provider_key_id, state: row.provider_state }
           : null
-      const result = await adapter.push(
-        context,
-        row.target,
-        { algorithm: key.algorithm, keyType: key.keyType, keyId: row.key_id, version, ...material },
-        previous,
+      const result = await beforeDeadline(
+        adapter.push(
+          context,
+          row.target,
+          { algorithm: key.algorithm, keyType: key.keyType, keyId: row.key_id, version, ...material },
+          previous,
+        ),
+        deadline,
       )
       const now = clock.now()
       const recorded = await sql.begin(async (tx) => {
@@ -489,8 +501,9 @@ export function createCloudExportService(deps: {
       let context: ConnectionContext | undefined
       let result: ConnectionTestResult
       try {
-        context = await contextOf(row)
-        await adapterOf(row.provider).testConnection(context)
+        const deadline = AbortSignal.timeout(TEST_DEADLINE_MS)
+        context = await contextOf(row, deadline)
+        await beforeDeadline(adapterOf(row.provider).testConnection(context), deadline)
         result = { status: 'ok', error: null }
       } catch (err) {
         const failure = describeFailure(err, context)
@@ -605,11 +618,13 @@ export function createCloudExportService(deps: {
     async syncDue() {
       const now = clock.now()
       const claimed = await claimDue(sql, now, new Date(now.getTime() + LEASE_MS), CLAIM_BATCH)
+      // A pool, not batches in lockstep: one slow cloud holds one worker, not the others.
+      const queue = [...claimed]
       let succeeded = 0
-      for (let i = 0; i < claimed.length; i += PUSH_CONCURRENCY) {
-        const outcomes = await Promise.all(claimed.slice(i, i + PUSH_CONCURRENCY).map(pushOne))
-        succeeded += outcomes.filter(Boolean).length
+      const worker = async () => {
+        for (let row = queue.shift(); row; row = queue.shift()) if (await pushOne(row)) succeeded++
       }
+      await Promise.all(Array.from({ length: Math.min(PUSH_CONCURRENCY, queue.length) }, worker))
       return { attempted: claimed.length, succeeded, failed: claimed.length - succeeded }
     },
   }
@@ -645,3 +660,43 @@ const toExportView = (row: ExportRow): ExportView => ({
   providerKeyId: row.provider_key_id,
   createdAt: row.created_at.toISOString(),
 })
+
+/** Every request of `outbound` also ends when `deadline` does (the push's or the test's whole time). */
+function boundedBy(outbound: OutboundClient, deadline: AbortSignal): OutboundClient {
+  return {
+    request: (request) =>
+      outbound.request({
+        ...request,
+        signal: request.signal ? AbortSignal.any([request.signal, deadline]) : deadline,
+      }),
+    check: (url) => outbound.check(url),
+    withAllowed: (extra) => boundedBy(outbound.withAllowed(extra), deadline),
+    withExtraCa: (pem) => boundedBy(outbound.withExtraCa(pem), deadline),
+  }
+}
+
+/** The work, or a retryable `cloud_push_timeout` once the deadline passes (waits between polls included). */
+function beforeDeadline<T>(work: Promise<T>, deadline: AbortSignal): Promise<T> {
+  if (deadline.aborted) return Promise.reject(timedOut())
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(timedOut())
+    deadline.addEventListener('abort', onAbort, { once: true })
+    work.then(
+      (value) => {
+        deadline.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (error: unknown) => {
+        deadline.removeEventListener('abort', onAbort)
+        reject(error)
+      },
+    )
+  })
+}
+
+const timedOut = () =>
+  new CloudProviderError(
+    'cloud_push_timeout',
+    'The cloud did not finish in the time a push or test has',
+    true,
+  )

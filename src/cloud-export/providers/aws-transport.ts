@@ -54,6 +54,9 @@ export function createKmsClient(
     retryMode: 'standard',
     useFipsEndpoint: false,
     useDualstackEndpoint: false,
+    // Never AWS_ENDPOINT_URL* or ~/.aws/config's endpoint_url: the host's configuration must not
+    // send every tenant's signed requests and wrapped keys somewhere else.
+    ignoreConfiguredEndpointUrls: true,
     requestHandler: new OutboundHttpHandler(outbound, timeoutMs),
   })
 }

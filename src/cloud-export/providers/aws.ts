@@ -21,6 +21,7 @@ import {
   UpdateAliasCommand,
 } from '@aws-sdk/client-kms'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
+import { isLoopbackHost } from '../../platform/urls.ts'
 import {
   CloudFieldError,
   type CloudProviderAdapter,
@@ -164,7 +165,14 @@ export const awsProvider: CloudProviderAdapter = {
         await abandon(kms, keyId)
         throw error
       }
-      await pointAlias(kms, secrets, alias, keyId, previousAlias(previous) === alias)
+      try {
+        await pointAlias(kms, secrets, alias, keyId, previousAlias(previous) === alias)
+      } catch (error) {
+        // Nothing points at the new key: it would stay behind holding the private key, and each
+        // retry would make another one.
+        await abandon(kms, keyId)
+        throw error
+      }
       // The keys of earlier versions are left as they are, enabled: workloads may still verify
       // signatures or decrypt with them. Retiring them is the tenant's decision, made at AWS.
       const state: AwsPushState = { keyId, alias, version: material.version }
@@ -396,7 +404,7 @@ function readEndpoint(value: unknown): string {
   const refuse = () =>
     new CloudFieldError(
       'settings.endpoint',
-      'must be an absolute http(s) URL without credentials, query or fragment',
+      'must be an absolute https URL (http only on loopback) without credentials, query or fragment',
     )
   if (typeof value !== 'string' || value.length > MAX_ENDPOINT) throw refuse()
   let url: URL
@@ -405,8 +413,10 @@ function readEndpoint(value: unknown): string {
   } catch {
     throw refuse()
   }
+  // Plain http only to this machine: on a network, whoever answers GetParametersForImport would
+  // choose the key the private key is wrapped to (and see the session token).
   if (
-    (url.protocol !== 'https:' && url.protocol !== 'http:') ||
+    (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) ||
     url.username !== '' ||
     url.password !== '' ||
     url.search !== '' ||

@@ -120,6 +120,15 @@ export function openKmsSession(outbound: OutboundClient, timeoutMs: number, acco
     // Fixed, so that GOOGLE_CLOUD_UNIVERSE_DOMAIN in the environment changes nothing.
     universeDomain: 'googleapis.com',
   })
+  // The client logs each request (importCryptoKeyVersion's wrapped key included) when
+  // GOOGLE_SDK_NODE_LOGGING names it: this one never logs, whatever the environment says.
+  const silent = () => {}
+  ;(client as unknown as { _log: unknown })._log = {
+    info: silent,
+    debug: silent,
+    warn: silent,
+    error: silent,
+  }
   return {
     client,
     auth,
