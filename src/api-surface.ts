@@ -15,6 +15,7 @@ import { signingRoutes } from './crypto/signing-routes.ts'
 import { endUserRoutes } from './endusers/enduser-routes.ts'
 import { samlRoutes } from './federation/saml-routes.ts'
 import { healthRoutes } from './health/health-routes.ts'
+import { intelligenceRoutes } from './intelligence/intelligence-routes.ts'
 import { keyRoutes } from './keys/key-routes.ts'
 import { partnerRoutes } from './partners/partner-routes.ts'
 import { installErrorHandlers } from './platform/error-handler.ts'
@@ -50,6 +51,7 @@ export function apiSurface(deps: AppDeps, openApiDocument: () => unknown): Fasti
     await api.register(keyRoutes(deps.keys))
     await api.register(rotationRoutes(deps.rotation))
     await api.register(cloudExportRoutes(deps.cloudExports))
+    await api.register(intelligenceRoutes(deps.intelligence))
     await api.register(webhookRoutes(deps.webhooks))
     await api.register(cryptoRoutes(deps.crypto))
     await api.register(batchRoutes(deps.batches))

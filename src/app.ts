@@ -56,6 +56,7 @@ export type AppDeps = Pick<
   | 'partnerCredentials'
   | 'signups'
   | 'cloudExports'
+  | 'intelligence'
 > & {
   version: string
   /** KMS_REDIS_PREFIX: keys the API writes to Redis (the partner rate limit) start with it. */

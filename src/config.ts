@@ -60,6 +60,11 @@ export interface Config {
   signupRatePerHour: number
   /** KMS_CLOUD_EXPORT_TIMEOUT_MS: each HTTP exchange with a cloud KMS during a push. */
   cloudExportTimeoutMs: number
+  /**
+   * The language model that suggests key labels (docs/insights.md): an OpenAI-compatible
+   * chat-completions endpoint. Absent: the built-in engine alone.
+   */
+  tagModel: { baseUrl: string; model: string; apiKey: string | undefined; timeoutMs: number } | undefined
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
@@ -297,6 +302,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     partnerCommissionBasisPoints: integer(env, 'KMS_PARTNER_COMMISSION_BPS', 2000, 0, 10_000),
     signupRatePerHour: integer(env, 'KMS_SIGNUP_RATE_PER_HOUR', 20, 1, 1_000_000),
     cloudExportTimeoutMs: integer(env, 'KMS_CLOUD_EXPORT_TIMEOUT_MS', 15_000, 100, 120_000),
+    tagModel: tagModelConfig(env),
+  }
+}
+
+function tagModelConfig(env: NodeJS.ProcessEnv): Config['tagModel'] {
+  const baseUrl = env['KMS_TAG_MODEL_URL'] || undefined
+  if (baseUrl === undefined) return undefined
+  absoluteHttpUrl('KMS_TAG_MODEL_URL', baseUrl)
+  const model = env['KMS_TAG_MODEL'] || ''
+  if (!/^[A-Za-z0-9._:/-]{1,200}$/.test(model))
+    throw new ConfigError(
+      'KMS_TAG_MODEL must name the model (e.g. gpt-4o-mini, llama3.1:8b) when KMS_TAG_MODEL_URL is set',
+    )
+  return {
+    baseUrl: baseUrl.replace(/\/+$/, ''),
+    model,
+    apiKey: env['KMS_TAG_MODEL_API_KEY'] || undefined,
+    timeoutMs: integer(env, 'KMS_TAG_MODEL_TIMEOUT_MS', 10_000, 100, 120_000),
   }
 }
 

@@ -29,6 +29,10 @@ import { createEntropyChainFromConfig } from './entropy/entropy-from-config.ts'
 import { createFederationService, type FederationService } from './federation/saml-service.ts'
 import { type AccountService, createAccountService } from './identity/account-service.ts'
 import { createIdentity, type Identity } from './identity/identity-service.ts'
+import { createBuiltinEngine } from './intelligence/builtin-engine.ts'
+import { createIntelligenceService, type IntelligenceService } from './intelligence/intelligence-service.ts'
+import { keyUseMeter } from './intelligence/key-use-meter.ts'
+import { createModelEngine } from './intelligence/model-engine.ts'
 import { jobNamespace } from './jobs/job-namespace.ts'
 import { loadMasterKeyring, type MasterKeyring } from './keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from './keyring/tenant-kek.ts'
@@ -102,6 +106,8 @@ export interface Services {
   partners: PartnerService
   /** Self-service sign-up of tenants and partners. */
   signups: SignupService
+  /** Insights about keys and their tag suggestions. */
+  intelligence: IntelligenceService
   /** Cloud KMS connections and key exports (pushed by the job process). */
   cloudExports: CloudExportService
   /** Partner API keys and partner portal sessions, on /api/v1/partners/*. */
@@ -162,7 +168,7 @@ export async function createServices(
     // (audit/write-concurrency.ts).
     maxConcurrentWrites: loadAwareWriteConcurrency({ idle: 4, busy: 1, threshold: 0.7, windowMs: 100 }),
     // Billing's usage meter rides on every audit write (src/billing/usage-meter.ts).
-    companion: usageMeter,
+    companions: [usageMeter, keyUseMeter],
   })
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const settings = createSettingsService({ sql, audit })
@@ -413,6 +419,27 @@ export async function createServices(
       },
     },
   })
+  const builtinEngine = createBuiltinEngine()
+  const tagModel = config.tagModel
+  const intelligence = createIntelligenceService({
+    sql,
+    clock,
+    audit,
+    directories: { keys, rotation },
+    engine: tagModel
+      ? createModelEngine({
+          baseUrl: tagModel.baseUrl,
+          model: tagModel.model,
+          ...(tagModel.apiKey ? { apiKey: tagModel.apiKey } : {}),
+          timeoutMs: tagModel.timeoutMs,
+          // The operator named this host: it may be on-premises (an Ollama or vLLM next door).
+          outbound: outbound.withAllowed(createAllowList([new URL(tagModel.baseUrl).hostname])),
+          fallback: builtinEngine,
+          onFallback: (reason) =>
+            logger.warn({ reason }, 'tag suggestions: the model failed, the built-in engine answered'),
+        })
+      : builtinEngine,
+  })
   metrics.watch({
     audit,
     cryptoPool,
@@ -449,6 +476,7 @@ export async function createServices(
     signups,
     partnerCredentials,
     cloudExports,
+    intelligence,
     clock,
     cryptoPool,
     keys,

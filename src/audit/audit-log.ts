@@ -54,8 +54,8 @@ export function createAuditLog(deps: {
    */
   maxConcurrentWrites?: number | (() => number)
   observer?: AuditObserver
-  /** Written with every batch, in the same statement (the usage meter). */
-  companion?: AuditCompanion
+  /** Written with every batch, in the same statement (the usage meter, the key-use meter). */
+  companions?: readonly AuditCompanion[]
 }): AuditLog {
   const maxBatch = deps.maxBatch ?? 1000
   const limit = deps.maxConcurrentWrites ?? 4
@@ -71,7 +71,7 @@ export function createAuditLog(deps: {
       const insert = insertAuditEntries(
         deps.sql,
         batch.map((p) => p.entry),
-        deps.companion,
+        deps.companions,
       )
       if (!(await settlesWithin(insert, deps.timeoutMs))) {
         // Past the bound the INSERT may still be waiting (for a connection, or a lock) and could
@@ -137,7 +137,7 @@ export function createAuditLog(deps: {
     async recordInTransaction(tx, entry) {
       deps.observer?.recorded(entry)
       try {
-        await insertAuditEntries(tx, [entry], deps.companion)
+        await insertAuditEntries(tx, [entry], deps.companions)
       } catch (err) {
         deps.logger.error({ err: { message: (err as Error).message } }, 'audit write failed')
         throw new AuditUnavailableError()

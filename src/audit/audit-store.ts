@@ -52,6 +52,7 @@ export type AuditCompanion = (
     tenant_id: string
     occurred_at: Date
     action: string
+    resource: string | null
     outcome: AuditOutcome
     details: AuditEntry['details']
   }>,
@@ -60,7 +61,7 @@ export type AuditCompanion = (
 export async function insertAuditEntries(
   db: Queryable,
   entries: readonly AuditEntry[],
-  companion?: AuditCompanion,
+  companions: readonly AuditCompanion[] = [],
 ): Promise<void> {
   if (entries.length === 0) return
   const now = new Date()
@@ -76,9 +77,14 @@ export async function insertAuditEntries(
     client_ip: e.clientIp ?? null,
     details: e.details ?? null,
   }))
-  const clause = companion?.(db, records)
+  // Each companion adds one `name AS (data-modifying statement)` to the WITH of the insert.
+  const clauses = companions.flatMap((companion) => companion(db, records) ?? [])
+  const withClause =
+    clauses.length === 0
+      ? db``
+      : clauses.slice(1).reduce((all, clause) => db`${all}, ${clause}`, db`WITH ${clauses[0]!}`)
   await db`
-    ${clause ?? db``}
+    ${withClause}
     INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
                            request_id, client_ip, details)
     SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,

@@ -28,7 +28,7 @@ export const usageMeter: AuditCompanion = (db, records) => {
     else counts.set(key, { tenant_id: record.tenant_id, period, kind, count: items })
   }
   if (!counts) return undefined
-  return db`WITH metered AS (
+  return db`metered AS (
       INSERT INTO usage_counters (tenant_id, period, kind, count)
       SELECT tenant_id, period, kind, count
       FROM jsonb_to_recordset(${db.json([...counts.values()])}::jsonb) AS m(tenant_id uuid, period text, kind text, count bigint)

@@ -27,6 +27,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     partners: services.partners,
     signups: services.signups,
     cloudExports: services.cloudExports,
+    intelligence: services.intelligence,
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

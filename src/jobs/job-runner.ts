@@ -7,6 +7,7 @@ import type { CloudExportService } from '../cloud-export/cloud-export-service.ts
 import type { JobsConfig } from '../config.ts'
 import type { FederationService } from '../federation/saml-service.ts'
 import type { Identity } from '../identity/identity-service.ts'
+import type { IntelligenceService } from '../intelligence/intelligence-service.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import {
   ACCESS_DECISION_JOB,
@@ -42,8 +43,10 @@ import { createFairScheduler } from './fair-scheduler.ts'
  *   The job hands the attempt to a fair scheduler (fair-scheduler.ts) and completes: attempts
  *   run `concurrency` at a time, round-robin across tenants, at most `tenantConcurrency` per
  *   tenant, so one tenant's slow receivers cannot delay another tenant's deliveries;
- * - `cloud-export-sweep` (queue `cloud-exports`): pushes the cloud KMS exports that are due,
- *   each claimed with a lease in PostgreSQL, retried by the export's own backoff.
+ * - `cloud-export-sweep` (queue `integrations`): pushes the cloud KMS exports that are due,
+ *   each claimed with a lease in PostgreSQL, retried by the export's own backoff;
+ * - `tag-suggestion-sweep` (queue `integrations`): works on bulk tag-suggestion jobs, batch by
+ *   batch, each batch committed with its progress under the job's lease.
  * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
  * to Redis is re-established, so a Redis that restarted empty gets them back.
  */
@@ -78,6 +81,8 @@ export interface JobDeps {
   signups: Pick<SignupService, 'deliver' | 'overdue'>
   /** Cloud KMS exports due for a push (their own queue and sweep). */
   cloudExports: Pick<CloudExportService, 'syncDue'>
+  /** Bulk tag-suggestion jobs (the integrations queue) and the key-use meter's fold (lifecycle). */
+  intelligence: Pick<IntelligenceService, 'runJobs' | 'foldKeyUse'>
   /** SAML requests and assertion ids past their time. */
   federation: Pick<FederationService, 'sweep'>
   /** How long stop() waits for running jobs before closing the workers regardless. */
@@ -93,9 +98,15 @@ export interface JobDeps {
 
 const MAINTENANCE = 'maintenance'
 const WEBHOOKS = 'webhooks'
-/** Cloud KMS pushes: a queue of their own, so a slow cloud never holds up the other sweeps. */
-const CLOUD_EXPORTS = 'cloud-exports'
+/**
+ * Work that waits on other services (cloud KMS pushes, a language model's tag suggestions): a
+ * queue of its own, so a slow cloud or model never holds up the other sweeps.
+ */
+const INTEGRATIONS = 'integrations'
 const CLOUD_EXPORT_SWEEP = 'cloud-export-sweep'
+const TAG_SUGGESTION_SWEEP = 'tag-suggestion-sweep'
+/** Batches one tag-suggestion tick works through at most (the next tick goes on). */
+const SUGGESTION_BATCHES_PER_TICK = 20
 const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep', 'identity-sweep'] as const
 /**
  * Attempts a job process holds in memory at most; beyond it, jobs stay in Redis until room
@@ -112,7 +123,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
   const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
   const maintenance = new Queue(MAINTENANCE, options)
-  const cloudQueue = new Queue(CLOUD_EXPORTS, options)
+  const cloudQueue = new Queue(INTEGRATIONS, options)
   cloudQueue.on('error', () => {})
   const deliveries = new Queue(WEBHOOKS, options)
   const mail = new Queue(MAIL_QUEUE, options)
@@ -146,23 +157,30 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
       )
     }
-    await cloudQueue.upsertJobScheduler(
-      CLOUD_EXPORT_SWEEP,
-      { every: config.sweepMs },
-      { name: CLOUD_EXPORT_SWEEP, opts: { removeOnComplete: true, removeOnFail: 100 } },
-    )
+    for (const name of [CLOUD_EXPORT_SWEEP, TAG_SUGGESTION_SWEEP])
+      await cloudQueue.upsertJobScheduler(
+        name,
+        { every: config.sweepMs },
+        { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
+      )
   }
 
   // Each tick pushes what is due (claimed in PostgreSQL with a lease, so two job processes never
   // push one export at once); failures are retried with backoff by the export's own schedule.
   const cloudWorker = new Worker(
-    CLOUD_EXPORTS,
-    async () => {
+    INTEGRATIONS,
+    async (job: Job) => {
+      if (job.name === TAG_SUGGESTION_SWEEP) {
+        const result = await deps.intelligence.runJobs({ maxBatches: SUGGESTION_BATCHES_PER_TICK })
+        if (result.batches > 0) logger.info(result, 'tag suggestion sweep')
+        return result
+      }
       const result = await deps.cloudExports.syncDue()
       if (result.attempted > 0) logger.info(result, 'cloud export sweep')
       return result
     },
-    { ...options, concurrency: 1 },
+    // One tick of each sweep at a time, side by side.
+    { ...options, concurrency: 2 },
   )
 
   const maintenanceWorker = new Worker(
@@ -181,6 +199,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         const destroyed = await deps.keys.destroyDue(sweepId)
         const purgedSecrets = await deps.secrets.purgeDue(sweepId)
         const foldedUsage = await deps.billing.foldUsage()
+        const foldedKeyUse = await deps.intelligence.foldKeyUse()
         // Last month's invoices: issued once per tenant (the unique key), whichever sweep gets there.
         const invoices = await deps.billing.issueInvoices()
         if (invoices.issued > 0) logger.info(invoices, 'invoices issued')
@@ -194,6 +213,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
           destroyed,
           purgedSecrets,
           foldedUsage,
+          foldedKeyUse,
           invoicesIssued: invoices.issued,
           commissions: commissions.calculated,
         }

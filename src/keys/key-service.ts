@@ -29,6 +29,7 @@ import {
 } from './key-material.ts'
 import { type KeyState, keyState, requireState, stateConflict } from './key-state.ts'
 import {
+  allKeys,
   clearDefault,
   countActiveExpiringBy,
   countKeys,
@@ -200,6 +201,16 @@ export interface KeyService {
   scheduleDeletion(actor: Actor, id: string, windowDays: number): Promise<KeyView>
   cancelDeletion(actor: Actor, id: string): Promise<KeyView>
   versions(actor: Actor, id: string): Promise<{ data: KeyVersionView[] }>
+  /**
+   * Every key of the tenant (insights, tag suggestions), oldest first, at most `limit`: the
+   * caller is a background job or a report, not a page.
+   */
+  snapshot(tenantId: string, limit: number): Promise<KeyView[]>
+  /**
+   * Adds labels to a key (accepted tag suggestions): a set union on the locked row, capped at the
+   * key's 50 labels (409 `too_many_labels`), audited as `keys.update`.
+   */
+  addLabels(actor: Actor, id: string, labels: readonly string[]): Promise<KeyView>
   exportPublic(
     actor: Actor,
     id: string,
@@ -244,6 +255,8 @@ export const materialAad = (tenantId: string, keyId: string, version: number) =>
   `kms:key-material:v1:${tenantId}:${keyId}:${version}`
 
 const keyNotFound = () => notFound('key_not_found', 'Key')
+/** The labels schema's bound (key-schemas.ts). */
+const MAX_LABELS = 50
 
 export function createKeyService(deps: {
   sql: Sql
@@ -748,6 +761,30 @@ export function createKeyService(deps: {
         requireState(state, ['Pending Deletion'], 'cancel its deletion')
         return { scheduled_deletion_date: null, updated_at: now }
       }),
+
+    async snapshot(tenantId, limit) {
+      const now = clock.now()
+      return (await allKeys(sql, tenantId, limit)).map((row) => toKeyView(row, now))
+    },
+
+    async addLabels(actor, id, labels) {
+      return transition(
+        actor,
+        await load(actor, id),
+        'keys.update',
+        async (locked, state, _tx, now) => {
+          requireState(state, ['Active', 'Expired', 'Revoked', 'Pending Deletion'], 'change its labels')
+          const merged = [...new Set([...locked.labels, ...labels])]
+          if (merged.length === locked.labels.length) return null
+          if (merged.length > MAX_LABELS)
+            throw new AppError(409, 'too_many_labels', `A key carries at most ${MAX_LABELS} labels`, {
+              limit: MAX_LABELS,
+            })
+          return { labels: merged, updated_at: now }
+        },
+        { details: { fields: 'labels' } },
+      )
+    },
 
     async versions(actor, id) {
       const { row, state } = await load(actor, id)

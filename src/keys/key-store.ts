@@ -128,6 +128,11 @@ export type KeyChanges = Partial<
   >
 > & { updated_at: Date }
 
+/** The tenant's keys, oldest first (a report's read, bounded by `limit`). */
+export async function allKeys(db: Queryable, tenantId: string, limit: number): Promise<KeyRow[]> {
+  return db<KeyRow[]>`SELECT * FROM keys WHERE tenant_id = ${tenantId} ORDER BY created_at, id LIMIT ${limit}`
+}
+
 export async function updateKey(
   db: Queryable,
   tenantId: string,

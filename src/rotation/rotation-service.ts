@@ -16,6 +16,7 @@ import {
   deletePolicy,
   dueRotations,
   getPolicy,
+  policiesOfTenant,
   type RotationPolicyRow,
   setPaused,
   upsertPolicy,
@@ -51,6 +52,8 @@ export interface RotationService {
    * adds the version and moves the schedule on. Returns the webhook deliveries to schedule.
    */
   rotateDue(sweepId: string): Promise<{ rotated: number; skipped: number; deliveries: NextAttempt[] }>
+  /** Every policy of the tenant: which keys have one, and since when it is paused (insights). */
+  policiesOf(tenantId: string): Promise<Array<{ keyId: string; frequency: Frequency; pausedAt: Date | null }>>
 }
 
 const SYSTEM_ACTOR = 'system:rotation-policy'
@@ -201,6 +204,13 @@ export function createRotationService(deps: {
       return toView(policy!, key)
     },
 
+    async policiesOf(tenantId) {
+      return (await policiesOfTenant(deps.sql, tenantId)).map((row) => ({
+        keyId: row.key_id,
+        frequency: row.frequency,
+        pausedAt: row.paused_at,
+      }))
+    },
     async get(actor, keyId) {
       const key = await getKey(sql, actor.tenantId, keyId)
       if (!key) throw keyNotFound()

@@ -13,6 +13,10 @@ export interface RotationPolicyRow {
   updated_at: Date
 }
 
+export async function policiesOfTenant(db: Queryable, tenantId: string): Promise<RotationPolicyRow[]> {
+  return db<RotationPolicyRow[]>`SELECT * FROM rotation_policies WHERE tenant_id = ${tenantId}`
+}
+
 export async function getPolicy(
   db: Queryable,
   tenantId: string,
