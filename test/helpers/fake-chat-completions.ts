@@ -101,7 +101,11 @@ export async function startFakeChatCompletions(
     received.push(body)
 
     if (req.method !== 'POST' || path !== '/v1/chat/completions') {
-      return sendJson(res, 404, errorBody(`Unknown request URL: ${req.method} ${path}`, 'invalid_request_error'))
+      return sendJson(
+        res,
+        404,
+        errorBody(`Unknown request URL: ${req.method} ${path}`, 'invalid_request_error'),
+      )
     }
     const authorization = req.headers.authorization ?? ''
     if (mode === 'unauthorized' || authorization !== `Bearer ${apiKey}`) {
@@ -113,7 +117,11 @@ export async function startFakeChatCompletions(
       )
     }
     if (body === undefined) {
-      return sendJson(res, 400, errorBody('We could not parse the JSON body of your request.', 'invalid_request_error'))
+      return sendJson(
+        res,
+        400,
+        errorBody('We could not parse the JSON body of your request.', 'invalid_request_error'),
+      )
     }
     switch (mode) {
       case 'ok':
@@ -122,20 +130,34 @@ export async function startFakeChatCompletions(
         held.add({ res, body })
         return
       case 'malformed':
-        return sendJson(res, 200, completion(body, '{"suggestions": [{"label": "payments", "reason": "the na'))
+        return sendJson(
+          res,
+          200,
+          completion(body, '{"suggestions": [{"label": "payments", "reason": "the na'),
+        )
       case 'wrong-shape':
         return sendJson(res, 200, completion(body, JSON.stringify({ tags: ['payments', 'production'] })))
       case 'refuse':
         return sendJson(res, 200, completion(body, null, "I'm sorry, I can't help with that request."))
       case 'http-500':
-        return sendJson(res, 500, errorBody('The server had an error while processing your request.', 'server_error'))
+        return sendJson(
+          res,
+          500,
+          errorBody('The server had an error while processing your request.', 'server_error'),
+        )
       case 'http-429':
         res.setHeader('retry-after', '20')
-        return sendJson(res, 429, errorBody('Rate limit reached for requests.', 'requests', 'rate_limit_exceeded'))
+        return sendJson(
+          res,
+          429,
+          errorBody('Rate limit reached for requests.', 'requests', 'rate_limit_exceeded'),
+        )
       case 'oversize':
-        return sendJson(res, 200, completion(body, JSON.stringify({ suggestions: [] }), null, 'x'.repeat(300 * 1024)))
-      case 'unauthorized':
-        return
+        return sendJson(
+          res,
+          200,
+          completion(body, JSON.stringify({ suggestions: [] }), null, 'x'.repeat(300 * 1024)),
+        )
     }
   }
 
@@ -157,7 +179,11 @@ export async function startFakeChatCompletions(
       const count = held.size
       for (const entry of held) {
         if (!entry.res.destroyed) {
-          sendJson(entry.res, 200, completion(entry.body, JSON.stringify({ suggestions: answer ?? derive(entry.body) })))
+          sendJson(
+            entry.res,
+            200,
+            completion(entry.body, JSON.stringify({ suggestions: answer ?? derive(entry.body) })),
+          )
         }
       }
       held.clear()
@@ -210,7 +236,12 @@ function errorBody(message: string, type: string, code: string | null = null) {
 }
 
 /** A chat.completion as OpenAI returns it; `padding` makes it as large as a test needs. */
-function completion(request: unknown, content: string | null, refusal: string | null = null, padding?: string) {
+function completion(
+  request: unknown,
+  content: string | null,
+  refusal: string | null = null,
+  padding?: string,
+) {
   const model = isRecord(request) && typeof request['model'] === 'string' ? request['model'] : 'fake-model'
   return {
     id: `chatcmpl-${randomBytes(12).toString('hex')}`,
@@ -236,7 +267,9 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 /** One suggestion per word (3+ letters) of the key's name, as a stand-in for a model's judgement. */
 function derive(request: unknown): { label: string; reason: string }[] {
   const messages = isRecord(request) && Array.isArray(request['messages']) ? request['messages'] : []
-  const user = messages.find((m: unknown) => isRecord(m) && m['role'] === 'user') as Record<string, unknown> | undefined
+  const user = messages.find((m: unknown) => isRecord(m) && m['role'] === 'user') as
+    | Record<string, unknown>
+    | undefined
   let name = ''
   try {
     const facts = JSON.parse(String(user?.['content'] ?? '{}')) as unknown

@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { claimJob } from '../src/intelligence/intelligence-store.ts'
+import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+const PURPOSES = [
+  'payments',
+  'customer-pii',
+  'jwt',
+  'backup',
+  'orders',
+  'billing',
+  'audit-log',
+  'webhook',
+  'database',
+  'tls',
+]
+const ENVS = ['prod', 'staging', 'dev']
+
+describe('tag suggestions', () => {
+  let service: TestService
+  let clock: ManualClock
+
+  before(async () => {
+    clock = manualClock()
+    // No job process: the test is the worker (runJobs), so it decides when one stops.
+    service = await startTestService({}, { clock })
+  })
+  after(() => service.stop())
+
+  async function tenant() {
+    const t = await service.createTenant()
+    const call = (method: string, path: string, body?: unknown) =>
+      service.request(method, `/api/v1${path}`, { key: t.key, ...(body === undefined ? {} : { body }) })
+    const key = async (name: string, body: Record<string, unknown> = {}) => {
+      const made = await call('POST', '/keys', { name, keyType: 'HMAC', algorithm: 'HMAC-SHA256', ...body })
+      assert.equal(made.status, 201, made.text)
+      return made.body as { id: string; labels: string[] }
+    }
+    return { ...t, call, key }
+  }
+
+  test('one key on demand: stored pending with a reason; asking again adds nothing twice', async () => {
+    const t = await tenant()
+    const key = await t.key('payments-prod-signing', {
+      keyType: 'Signing',
+      algorithm: 'EC-P256',
+      description: 'Signs payment webhooks for the production API',
+    })
+    const first = await t.call('POST', `/keys/${key.id}/tag-suggestions`)
+    assert.equal(first.status, 201, first.text)
+    const labels = (
+      first.body.data as Array<{ label: string; reason: string; status: string; engine: string }>
+    ).map((s) => s.label)
+    assert.ok(labels.includes('payments'), labels.join(','))
+    assert.ok(
+      (first.body.data as Array<{ reason: string; status: string }>).every(
+        (s) => s.reason && s.status === 'pending',
+      ),
+    )
+    const again = await t.call('POST', `/keys/${key.id}/tag-suggestions`)
+    assert.deepEqual(again.body.data, [])
+    const listed = await t.call('GET', `/tag-suggestions?keyId=${key.id}`)
+    assert.equal(listed.body.total, labels.length)
+  })
+
+  test('95 active keys in 10 batches, with progress; a worker that dies mid-run leaves nothing twice', async () => {
+    const t = await tenant()
+    for (let i = 0; i < 95; i++) await t.key(`${PURPOSES[i % PURPOSES.length]}-${ENVS[i % ENVS.length]}-${i}`)
+    // A revoked key is not active: not part of the job.
+    const revoked = await t.key('revoked-payments-key')
+    await t.call('POST', `/keys/${revoked.id}/revoke`)
+
+    const started = await t.call('POST', '/tag-suggestions/jobs')
+    assert.equal(started.status, 202, started.text)
+    assert.equal(started.body.totalKeys, 95)
+    assert.equal(started.body.batchesTotal, 10)
+    assert.equal(started.body.batchSize, 10)
+    const jobId = started.body.id as string
+    const progress = async () => (await t.call('GET', `/tag-suggestions/jobs/${jobId}`)).body
+
+    // A worker does four batches and stops.
+    assert.deepEqual(await service.api.services.intelligence.runJobs({ maxBatches: 4 }), { batches: 4 })
+    let now = await progress()
+    assert.equal(now.status, 'running')
+    assert.equal(now.batchesDone, 4)
+    assert.equal(now.processedKeys, 40)
+    // Another worker claims the job and dies without a word (its lease stays).
+    assert.ok(await claimJob(service.sql, clock.now(), new Date(clock.now().getTime() + 120_000)))
+    assert.deepEqual(await service.api.services.intelligence.runJobs(), { batches: 0 }, 'the lease holds it')
+    assert.equal((await progress()).batchesDone, 4)
+    // Past the lease, a restarted worker goes on from batch 5.
+    clock.advance(121_000)
+    try {
+      assert.deepEqual(await service.api.services.intelligence.runJobs(), { batches: 6 })
+    } finally {
+      clock.set(new Date())
+    }
+    now = await progress()
+    assert.equal(now.status, 'completed')
+    assert.equal(now.batchesDone, 10)
+    assert.equal(now.processedKeys, 95)
+    assert.ok(now.finishedAt)
+
+    const [counts] = await service.sql<{ all: number; distinct: number; keys: number }[]>`
+      SELECT count(*)::int AS all, count(DISTINCT (key_id, label))::int AS distinct, count(DISTINCT key_id)::int AS keys
+      FROM tag_suggestions WHERE tenant_id = ${t.tenantId} AND job_id = ${jobId}`
+    assert.equal(counts!.all, counts!.distinct, 'no suggestion twice')
+    assert.equal(counts!.all, now.suggestionsCreated)
+    assert.equal(counts!.keys, 95, 'every active key got suggestions')
+    const [forRevoked] = await service.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM tag_suggestions WHERE key_id = ${revoked.id}`
+    assert.equal(forRevoked!.n, 0)
+
+    // The same job again suggests nothing new.
+    const second = await t.call('POST', '/tag-suggestions/jobs')
+    await service.api.services.intelligence.runJobs()
+    const secondDone = (await t.call('GET', `/tag-suggestions/jobs/${second.body.id}`)).body
+    assert.equal(secondDone.status, 'completed')
+    assert.equal(secondDone.suggestionsCreated, 0)
+  })
+
+  test('accept and reject, one or all: only pending suggestions of the caller’s tenant; accepting labels the key', async () => {
+    const a = await tenant()
+    const b = await tenant()
+    const aKey = await a.key('orders-prod-archive', { description: 'Backups of the orders database' })
+    const aOther = await a.key('jwt-staging-tokens')
+    const bKey = await b.key('orders-prod-archive', { description: 'Backups of the orders database' })
+    for (const [who, key] of [
+      [a, aKey],
+      [a, aOther],
+      [b, bKey],
+    ] as const)
+      assert.equal((await who.call('POST', `/keys/${key.id}/tag-suggestions`)).status, 201)
+    const pendingOf = async (who: typeof a) =>
+      (await who.call('GET', '/tag-suggestions?status=pending')).body.data as Array<{
+        id: string
+        keyId: string
+        label: string
+      }>
+    const aPending = await pendingOf(a)
+    const bPending = await pendingOf(b)
+    assert.ok(aPending.length >= 2 && bPending.length >= 1)
+
+    // One rejected, one accepted by hand.
+    const rejected = aPending[0]!
+    const accepted = aPending.find((s) => s.keyId === rejected.keyId && s.id !== rejected.id) ?? aPending[1]!
+    assert.equal((await a.call('POST', `/tag-suggestions/${rejected.id}/reject`)).body.status, 'rejected')
+    const one = await a.call('POST', `/tag-suggestions/${accepted.id}/accept`)
+    assert.equal(one.status, 200, one.text)
+    assert.equal(one.body.status, 'accepted')
+    const labelled = await a.call('GET', `/keys/${accepted.keyId}`)
+    assert.ok(labelled.body.labels.includes(accepted.label))
+    // Deciding twice, or another tenant's suggestion: refused.
+    assert.equal((await a.call('POST', `/tag-suggestions/${accepted.id}/reject`)).status, 409)
+    assert.equal(
+      (await b.call('POST', `/tag-suggestions/${aPending[2]?.id ?? rejected.id}/accept`)).status,
+      404,
+    )
+
+    // Accept all: A's remaining pending ones, nothing of B's, the rejected one stays rejected.
+    const all = await a.call('POST', '/tag-suggestions/accept-all', {})
+    assert.equal(all.status, 200, all.text)
+    assert.equal(all.body.decided, aPending.length - 2)
+    assert.deepEqual(await pendingOf(a), [])
+    assert.equal((await pendingOf(b)).length, bPending.length, 'B untouched')
+    const stillRejected = await a.call('GET', `/tag-suggestions?status=rejected`)
+    assert.deepEqual(
+      (stillRejected.body.data as Array<{ id: string }>).map((s) => s.id),
+      [rejected.id],
+    )
+    for (const key of [aKey, aOther]) {
+      const view = await a.call('GET', `/keys/${key.id}`)
+      const acceptedLabels = (
+        (await a.call('GET', `/tag-suggestions?keyId=${key.id}&status=accepted`)).body.data as Array<{
+          label: string
+        }>
+      ).map((s) => s.label)
+      for (const label of acceptedLabels) assert.ok(view.body.labels.includes(label), label)
+    }
+
+    // Reject all for B: its own pending ones only.
+    const rejectAll = await b.call('POST', '/tag-suggestions/reject-all', {})
+    assert.equal(rejectAll.body.decided, bPending.length)
+    assert.equal((await b.call('GET', `/keys/${bKey.id}`)).body.labels.length, 0)
+    const audit = await a.call('GET', '/audit?action=tag_suggestions.accept')
+    assert.equal(audit.body.data.length, aPending.length - 1)
+  })
+})
