@@ -25,7 +25,7 @@ import { createOutboundClient } from '../src/outbound/outbound-client.ts'
 import { type FakeChatCompletions, startFakeChatCompletions } from './helpers/fake-chat-completions.ts'
 
 /**
- * The two tag engines (docs/tag-engines.md). The built-in engine against the 30 sample keys (a
+ * The two tag engines (docs/insights.md). The built-in engine against the 30 sample keys (a
  * committed snapshot, test/fixtures/tag-suggestions.json: UPDATE_SNAPSHOT=1 rewrites it,
  * PRINT_TAG_TABLE=1 prints the table of inputs and suggestions as markdown) and hand-picked
  * keys; the model engine against a local chat-completions server in each of its modes.
@@ -82,6 +82,10 @@ function markdownTable(rows: Awaited<ReturnType<typeof suggestAll>>): string {
   })
   return `${lines.join('\n')}\n`
 }
+
+/** What the model engine answers when it falls back: the built-in engine's suggestions, marked as its. */
+const asFallback = (suggestions: TagSuggestion[]) =>
+  suggestions.map((s) => ({ ...s, engine: 'builtin' as const }))
 
 describe('built-in engine', () => {
   const engine = createBuiltinEngine()
@@ -254,6 +258,16 @@ describe('built-in engine', () => {
     assert.ok(!labelsOf(none).includes('team-orders'))
   })
 
+  test('a key object changed between calls is read again (no stale similarity)', async () => {
+    const self = key({ id: 'self', name: 'orders-export', algorithm: 'Ed25519' })
+    const a = key({ id: 'a', name: 'orders-feed', algorithm: 'Ed25519', labels: ['team-orders'] })
+    const b = key({ id: 'b', name: 'orders-audit', algorithm: 'Ed25519', labels: ['team-orders'] })
+    const context = { otherKeys: [a, b] }
+    assert.ok(labelsOf(await engine.suggest(self, context)).includes('team-orders'))
+    a.name = 'unrelated-feed'
+    assert.ok(!labelsOf(await engine.suggest(self, context)).includes('team-orders'))
+  })
+
   test('at most MAX_SUGGESTIONS_PER_KEY, name words first, ties by label', async () => {
     const k = key({
       name: 'prod-payments-jwt-backup-db-tls-api-webhook-kafka-s3',
@@ -388,6 +402,25 @@ describe('model engine against a local chat-completions server', () => {
       if (node['type'] === 'array') walk(node['items'] as Record<string, unknown>)
     }
     walk(schema)
+    // The schema's pattern (no non-capturing group, for constrained decoders) is LABEL_PATTERN.
+    const items = RESPONSE_SCHEMA.properties.suggestions.items.properties
+    const pattern = new RegExp(items.label.pattern)
+    for (const sample of [
+      'payments',
+      'pci-dss',
+      'a1-b2-c3',
+      'x',
+      '',
+      '-a',
+      'a-',
+      'a--b',
+      'A',
+      'a_b',
+      'a b',
+      'é',
+    ]) {
+      assert.equal(pattern.test(sample), LABEL_PATTERN.test(sample), sample)
+    }
   })
 
   test('only the name, algorithm, key type and description are sent: no labels, ids, other keys', async () => {
@@ -488,7 +521,7 @@ describe('model engine against a local chat-completions server', () => {
   test('an answer whose every suggestion breaks the schema falls back (wrong_shape)', async () => {
     const { engine, reasons, fallback } = setup()
     fake.setAnswer([{ label: 'not/valid', reason: 'x' }, { tag: 'payments' }])
-    const expected = await builtin.suggest(subject, context)
+    const expected = asFallback(await builtin.suggest(subject, context))
     assert.deepEqual(await engine.suggest(subject, context), expected)
     assert.deepEqual(reasons, ['wrong_shape'])
     assert.equal(fallback.calls, 1)
@@ -507,7 +540,7 @@ describe('model engine against a local chat-completions server', () => {
     test(`${mode}: the built-in engine answers, onFallback('${expectedReason}')`, async () => {
       const { engine, reasons, fallback } = setup()
       fake.setMode(mode)
-      const expected = await builtin.suggest(subject, context)
+      const expected = asFallback(await builtin.suggest(subject, context))
       const got = await engine.suggest(subject, context)
       assert.deepEqual(got, expected)
       assert.ok(labelsOf(got).includes('team-payments'), "the fallback saw the context's other keys")
@@ -526,7 +559,7 @@ describe('model engine against a local chat-completions server', () => {
   test('a server that never answers: the timeout gives the fallback (structurally, no clock)', async () => {
     const { engine, reasons, fallback } = setup({ timeoutMs: 300 })
     fake.setMode('slow')
-    const expected = await builtin.suggest(subject, context)
+    const expected = asFallback(await builtin.suggest(subject, context))
     const got = await engine.suggest(subject, context)
     assert.deepEqual(got, expected)
     assert.deepEqual(reasons, ['timeout'])
@@ -543,7 +576,10 @@ describe('model engine against a local chat-completions server', () => {
     const { port } = closed.address() as AddressInfo
     await new Promise<void>((resolve) => closed.close(() => resolve()))
     const { engine, reasons, fallback } = setup({ baseUrl: `http://127.0.0.1:${port}/v1` })
-    assert.deepEqual(await engine.suggest(subject, context), await builtin.suggest(subject, context))
+    assert.deepEqual(
+      await engine.suggest(subject, context),
+      asFallback(await builtin.suggest(subject, context)),
+    )
     assert.deepEqual(reasons, ['unreachable'])
     assert.equal(fallback.calls, 1)
   })

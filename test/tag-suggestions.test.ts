@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { claimJob } from '../src/intelligence/intelligence-store.ts'
+import { type FakeChatCompletions, startFakeChatCompletions } from './helpers/fake-chat-completions.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
@@ -186,5 +187,71 @@ describe('tag suggestions', () => {
     assert.equal((await b.call('GET', `/keys/${bKey.id}`)).body.labels.length, 0)
     const audit = await a.call('GET', '/audit?action=tag_suggestions.accept')
     assert.equal(audit.body.data.length, aPending.length - 1)
+  })
+})
+
+describe('tag suggestions from a configured language model (a local OpenAI-compatible server)', () => {
+  let service: TestService
+  let model: FakeChatCompletions
+
+  before(async () => {
+    model = await startFakeChatCompletions()
+    service = await startTestService({
+      KMS_TAG_MODEL_URL: model.baseUrl,
+      KMS_TAG_MODEL: 'test-model',
+      KMS_TAG_MODEL_API_KEY: model.apiKey,
+      KMS_TAG_MODEL_TIMEOUT_MS: '5000',
+    })
+  })
+  after(async () => {
+    await service?.stop()
+    await model?.stop()
+  })
+
+  test('the model answers; it is sent the four fields only; when it fails the built-in engine answers', async () => {
+    const t = await service.createTenant()
+    const call = (method: string, path: string, body?: unknown) =>
+      service.request(method, `/api/v1${path}`, { key: t.key, ...(body === undefined ? {} : { body }) })
+    const made = await call('POST', '/keys', {
+      name: 'payments-prod-signing',
+      keyType: 'Signing',
+      algorithm: 'EC-P256',
+      description: 'Signs payment authorisations',
+      labels: ['team-payments'],
+    })
+    model.setAnswer([{ label: 'card-processing', reason: 'the description mentions payment authorisations' }])
+    const answered = await call('POST', `/keys/${made.body.id}/tag-suggestions`)
+    assert.equal(answered.status, 201, answered.text)
+    assert.deepEqual(
+      (answered.body.data as Array<{ label: string; engine: string }>).map((s) => [s.label, s.engine]),
+      [['card-processing', 'model']],
+    )
+    const sent = model.requests.at(-1)!
+    assert.equal(sent.authorization, `Bearer ${model.apiKey}`)
+    const user = (sent.body as { messages: Array<{ role: string; content: string }> }).messages.find(
+      (m) => m.role === 'user',
+    )!
+    assert.deepEqual(Object.keys(JSON.parse(user.content)).sort(), [
+      'algorithm',
+      'description',
+      'keyType',
+      'name',
+    ])
+    assert.ok(!sent.raw.includes(made.body.id), 'no key id is sent')
+    assert.ok(!sent.raw.includes('team-payments'), 'no label is sent')
+
+    // The model fails: the built-in engine's suggestions are stored instead.
+    model.setMode('http-500')
+    const other = await call('POST', '/keys', {
+      name: 'backup-archive',
+      keyType: 'Encryption',
+      algorithm: 'ML-KEM-768',
+    })
+    const fallback = await call('POST', `/keys/${other.body.id}/tag-suggestions`)
+    assert.equal(fallback.status, 201, fallback.text)
+    const engines = new Set((fallback.body.data as Array<{ engine: string }>).map((s) => s.engine))
+    assert.ok(fallback.body.data.length > 0)
+    assert.ok((fallback.body.data as Array<{ label: string }>).some((s) => s.label === 'backup'))
+    assert.deepEqual([...engines], ['builtin'], 'stored as the built-in engine’s')
   })
 })

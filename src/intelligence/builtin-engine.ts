@@ -10,7 +10,7 @@ import {
 } from './tag-engine.ts'
 
 /**
- * The built-in tag engine (docs/tag-engines.md): offline, no configuration, deterministic. Three
+ * The built-in tag engine (docs/insights.md): offline, no configuration, deterministic. Three
  * rules, in priority order:
  *  1. purpose words: the key's name, then its description, read through VOCABULARY;
  *  2. similar keys: a label at least 2 similar keys of the tenant carry;
@@ -35,182 +35,48 @@ interface VocabularyRow {
   onlyFor?: readonly KeyType[]
 }
 
-/** The vocabulary, documented row by row in docs/tag-engines.md. */
+/** The vocabulary, documented row by row in docs/insights.md. */
+// biome-ignore format: one row per line, as the table it is
 export const VOCABULARY: readonly VocabularyRow[] = [
   // What the key protects or serves.
-  {
-    label: 'payments',
-    category: 'purpose',
-    words: [
-      'pay',
-      'payment',
-      'billing',
-      'checkout',
-      'card',
-      'merchant',
-      'refund',
-      'stripe',
-      'psp',
-      'acquirer',
-    ],
-    stems: ['invoic'],
-  },
+  { label: 'payments', category: 'purpose', words: ['pay', 'payment', 'billing', 'checkout', 'card', 'merchant', 'refund', 'stripe', 'psp', 'acquirer'], stems: ['invoic'] },
   { label: 'pci-dss', category: 'purpose', words: ['pci', 'pcidss', 'cardholder'] },
-  {
-    label: 'tokens',
-    category: 'purpose',
-    words: ['jwt', 'jws', 'jwe', 'jwk', 'token', 'oauth', 'oauth2', 'oidc', 'session', 'bearer'],
-  },
-  {
-    label: 'auth',
-    category: 'purpose',
-    words: ['auth', 'authn', 'authz', 'login', 'signin', 'sso', 'saml', 'idp', 'mfa', 'totp', 'password'],
-  },
+  { label: 'tokens', category: 'purpose', words: ['jwt', 'jws', 'jwe', 'jwk', 'token', 'oauth', 'oauth2', 'oidc', 'session', 'bearer'] },
+  { label: 'auth', category: 'purpose', words: ['auth', 'authn', 'authz', 'login', 'signin', 'sso', 'saml', 'idp', 'mfa', 'totp', 'password'] },
   { label: 'backup', category: 'purpose', words: ['backup', 'snapshot', 'restore'], stems: ['archiv'] },
-  {
-    label: 'database',
-    category: 'purpose',
-    words: [
-      'db',
-      'database',
-      'postgres',
-      'postgresql',
-      'pg',
-      'mysql',
-      'mariadb',
-      'mongo',
-      'mongodb',
-      'sql',
-      'rds',
-      'dynamodb',
-      'cassandra',
-      'tde',
-    ],
-  },
+  { label: 'database', category: 'purpose', words: ['db', 'database', 'postgres', 'postgresql', 'pg', 'mysql', 'mariadb', 'mongo', 'mongodb', 'sql', 'rds', 'dynamodb', 'cassandra', 'tde'] },
   { label: 'cache', category: 'purpose', words: ['cache', 'redis', 'memcached'] },
-  {
-    label: 'tls',
-    category: 'purpose',
-    words: ['tls', 'ssl', 'cert', 'certificate', 'x509', 'https', 'mtls', 'pki'],
-  },
-  {
-    label: 'pii',
-    category: 'purpose',
-    words: ['pii', 'gdpr', 'customer', 'user', 'personal', 'ssn', 'kyc'],
-  },
+  { label: 'tls', category: 'purpose', words: ['tls', 'ssl', 'cert', 'certificate', 'x509', 'https', 'mtls', 'pki'] },
+  { label: 'pii', category: 'purpose', words: ['pii', 'gdpr', 'customer', 'user', 'personal', 'ssn', 'kyc'] },
   { label: 'phi', category: 'purpose', words: ['phi', 'hipaa', 'patient', 'medical', 'ehr'] },
-  {
-    label: 'audit-logs',
-    category: 'purpose',
-    words: ['log', 'logging', 'trail', 'siem'],
-    stems: ['audit'],
-  },
+  { label: 'audit-logs', category: 'purpose', words: ['log', 'logging', 'trail', 'siem'], stems: ['audit'] },
   { label: 'api', category: 'purpose', words: ['api', 'graphql', 'grpc'] },
   { label: 'webhooks', category: 'purpose', words: ['webhook', 'callback', 'hook'] },
-  {
-    label: 'messaging',
-    category: 'purpose',
-    words: [
-      'kafka',
-      'queue',
-      'event',
-      'sqs',
-      'sns',
-      'pubsub',
-      'rabbitmq',
-      'amqp',
-      'nats',
-      'mq',
-      'stream',
-      'kinesis',
-    ],
-    exact: ['streaming'],
-  },
-  {
-    label: 'storage',
-    category: 'purpose',
-    words: ['s3', 'bucket', 'storage', 'blob', 'file', 'gcs', 'disk', 'volume', 'ebs', 'nfs'],
-  },
+  { label: 'messaging', category: 'purpose', words: ['kafka', 'queue', 'event', 'sqs', 'sns', 'pubsub', 'rabbitmq', 'amqp', 'nats', 'mq', 'stream', 'kinesis'], exact: ['streaming'] },
+  { label: 'storage', category: 'purpose', words: ['s3', 'bucket', 'storage', 'blob', 'file', 'gcs', 'disk', 'volume', 'ebs', 'nfs'] },
   { label: 'email', category: 'purpose', words: ['email', 'mail', 'smtp', 'dkim', 'imap', 'newsletter'] },
-  {
-    label: 'notifications',
-    category: 'purpose',
-    words: ['sms', 'push', 'apns', 'fcm'],
-    stems: ['notif'],
-  },
-  {
-    label: 'code-signing',
-    category: 'purpose',
-    words: [
-      'release',
-      'artifact',
-      'firmware',
-      'binary',
-      'sbom',
-      'commit',
-      'git',
-      'package',
-      'build',
-      'codesign',
-      'cosign',
-      'sigstore',
-      'notary',
-      'container',
-      'image',
-    ],
-    onlyFor: ['Signing'],
-  },
-  {
-    label: 'key-wrapping',
-    category: 'purpose',
-    words: ['kek', 'dek', 'wrap', 'envelope'],
-    exact: ['wrapping', 'unwrap'],
-    onlyFor: ['Encryption'],
-  },
+  { label: 'notifications', category: 'purpose', words: ['sms', 'push', 'apns', 'fcm'], stems: ['notif'] },
+  { label: 'code-signing', category: 'purpose', words: ['release', 'artifact', 'firmware', 'binary', 'sbom', 'commit', 'git', 'package', 'build', 'codesign', 'cosign', 'sigstore', 'notary', 'container', 'image'], onlyFor: ['Signing'] },
+  { label: 'key-wrapping', category: 'purpose', words: ['kek', 'dek', 'wrap', 'envelope'], exact: ['wrapping', 'unwrap'], onlyFor: ['Encryption'] },
   { label: 'secrets', category: 'purpose', words: ['secret', 'credential', 'vault', 'keystore'] },
-  {
-    label: 'analytics',
-    category: 'purpose',
-    words: ['analytics', 'metric', 'telemetry', 'warehouse', 'snowflake', 'bigquery', 'report', 'dashboard'],
-    exact: ['reporting'],
-  },
+  { label: 'analytics', category: 'purpose', words: ['analytics', 'metric', 'telemetry', 'warehouse', 'snowflake', 'bigquery', 'report', 'dashboard'], exact: ['reporting'] },
   { label: 'mobile', category: 'purpose', words: ['mobile', 'ios', 'android'] },
   { label: 'iot', category: 'purpose', words: ['iot', 'device', 'sensor', 'fleet'] },
   { label: 'kubernetes', category: 'purpose', words: ['k8s', 'kubernetes', 'kube', 'helm', 'etcd'] },
-  {
-    label: 'ci-cd',
-    category: 'purpose',
-    words: ['ci', 'cicd', 'pipeline', 'jenkins', 'github', 'gitlab', 'deploy', 'deployment'],
-  },
+  { label: 'ci-cd', category: 'purpose', words: ['ci', 'cicd', 'pipeline', 'jenkins', 'github', 'gitlab', 'deploy', 'deployment'] },
   { label: 'hr', category: 'purpose', words: ['payroll', 'employee', 'salary', 'hris'], exact: ['hr'] },
   { label: 'partners', category: 'purpose', words: ['partner', 'vendor', 'supplier', 'b2b'] },
   { label: 'documents', category: 'purpose', words: ['document', 'doc', 'pdf', 'contract', 'esign'] },
-  {
-    label: 'blockchain',
-    category: 'purpose',
-    words: ['wallet', 'blockchain', 'bitcoin', 'btc', 'ethereum', 'eth', 'web3'],
-  },
+  { label: 'blockchain', category: 'purpose', words: ['wallet', 'blockchain', 'bitcoin', 'btc', 'ethereum', 'eth', 'web3'] },
   { label: 'ssh', category: 'purpose', words: ['ssh', 'sftp', 'bastion'] },
   { label: 'vpn', category: 'purpose', words: ['vpn', 'ipsec', 'wireguard'] },
   // Where and when: environments, lifecycle, region. Exact words only ("lives" is not "live").
   { label: 'production', category: 'context', exact: ['prod', 'production', 'live', 'prd'] },
   { label: 'staging', category: 'context', exact: ['stage', 'staging', 'stg', 'preprod', 'uat'] },
-  {
-    label: 'development',
-    category: 'context',
-    exact: ['dev', 'devel', 'develop', 'development', 'sandbox', 'local'],
-  },
+  { label: 'development', category: 'context', exact: ['dev', 'devel', 'develop', 'development', 'sandbox', 'local'] },
   { label: 'test', category: 'context', exact: ['test', 'tests', 'testing', 'qa', 'e2e'] },
-  {
-    label: 'legacy',
-    category: 'context',
-    exact: ['legacy', 'deprecated', 'old', 'obsolete', 'retired'],
-  },
-  {
-    label: 'ephemeral',
-    category: 'context',
-    exact: ['tmp', 'temp', 'temporary', 'ephemeral', 'scratch', 'throwaway'],
-  },
+  { label: 'legacy', category: 'context', exact: ['legacy', 'deprecated', 'old', 'obsolete', 'retired'] },
+  { label: 'ephemeral', category: 'context', exact: ['tmp', 'temp', 'temporary', 'ephemeral', 'scratch', 'throwaway'] },
   { label: 'eu', category: 'context', exact: ['eu', 'europe', 'emea'] },
 ]
 
@@ -319,11 +185,25 @@ const purposesOf = (text: string, keyType: KeyType) =>
  * mentions "customers" in passing); a name that shows none lets the description speak.
  */
 function profile(key: KeyFacts): Profile {
+  // A batch passes the same KeyFacts objects as every key's context: each is read once. The
+  // cache entry is used only while the fields it was computed from are unchanged.
+  const cached = PROFILES.get(key)
+  if (
+    cached &&
+    cached.key.name === key.name &&
+    cached.key.description === key.description &&
+    cached.key.keyType === key.keyType &&
+    cached.key.algorithm === key.algorithm
+  )
+    return { ...cached, key }
   const fromName = purposesOf(key.name, key.keyType)
   const purposes = fromName.size > 0 ? fromName : purposesOf(key.description, key.keyType)
   const nameWords = new Set(tokenize(key.name).filter((t) => !isGenericNameWord(t)))
-  return { key, purposes, nameWords }
+  const computed = { key: { ...key }, purposes, nameWords }
+  PROFILES.set(key, computed)
+  return { ...computed, key }
 }
+const PROFILES = new WeakMap<KeyFacts, Profile>()
 
 const intersects = (a: Set<string>, b: Set<string>) => {
   for (const x of a) if (b.has(x)) return true
@@ -439,199 +319,60 @@ export function createBuiltinEngine(): TagEngine {
   }
 }
 
-const sample = (
-  n: number,
+type SampleRow = [
   name: string,
   algorithm: AlgorithmName,
   keyType: KeyType,
   description: string,
-  labels: string[] = [],
-): KeyFacts => ({ id: `sample-${String(n).padStart(2, '0')}`, name, algorithm, keyType, description, labels })
+  labels?: string[],
+]
+
+// biome-ignore format: one key per line, as the table it is
+const SAMPLE_ROWS: SampleRow[] = [
+  ['payments-prod-signing', 'ML-DSA-65', 'Signing', 'Signs payment authorisations sent to the card processor', ['team-payments', 'tier-1']],
+  ['billing-invoice-signing', 'ML-DSA-65', 'Signing', 'Signs PDF invoices emailed to customers', ['team-payments']],
+  ['payments-webhook-hmac', 'HMAC-SHA256', 'HMAC', 'Authenticates payment status callbacks from the PSP'],
+  ['checkoutCardEncryption', 'RSA-3072', 'Encryption', 'Encrypts card numbers in the checkout flow before they reach the database', ['pci-dss']],
+  ['customer-pii-encryption', 'ML-KEM-768', 'Encryption', 'Envelope encryption for customer names, addresses and phone numbers (GDPR scope)', ['gdpr', 'team-privacy']],
+  ['user-profile-encryption-eu', 'ML-KEM-768', 'Encryption', 'Encrypts user profile fields stored in the Frankfurt region', ['team-privacy']],
+  ['jwt-signing-staging', 'EC-P256', 'Signing', 'Signs access tokens issued by the staging OAuth server'],
+  ['jwt-signing-prod', 'EC-P256', 'Signing', 'Signs access tokens issued by the production OAuth server', ['team-identity', 'tier-1']],
+  ['oidc-id-token-signer', 'ML-DSA-44', 'Signing', 'ID tokens for the customer login (OpenID Connect)', ['team-identity']],
+  ['session-cookie-hmac', 'HMAC-SHA256', 'HMAC', 'Integrity of web session cookies'],
+  ['backup-archive-2024', 'ML-KEM-1024', 'Encryption', 'Encrypts nightly database backups kept for seven years'],
+  ['backup-archive-2023', 'RSA-4096', 'Encryption', "Last year's backup archive, read-only, kept for restores", ['retention-7y']],
+  ['db-backups-postgres', 'ML-KEM-768', 'Encryption', 'pg_dump files of the orders database', ['retention-7y']],
+  ['legacyRsaTls', 'RSA-2048', 'Signing', 'Old TLS certificate key for the partner API gateway; replace before 2026'],
+  ['api-gateway-mtls', 'EC-P384', 'Signing', 'Client certificates for mutual TLS between the gateway and internal services', ['team-platform']],
+  ['internal-ca-root', 'EC-P384', 'Signing', 'Root of the internal certificate authority that issues service certs', ['team-platform', 'pki']],
+  ['audit-log-signing', 'Ed25519', 'Signing', 'Signs each batch of the tamper-evident audit trail', ['compliance']],
+  ['release-artifact-signing', 'SLH-DSA-128s', 'Signing', 'Signs release binaries and SBOMs published by CI', ['team-build']],
+  ['firmware-update-signing', 'ML-DSA-87', 'Signing', 'Signs firmware images pushed to field devices', ['team-devices']],
+  ['kafka-events-encryption', 'ML-KEM-512', 'Encryption', 'Encrypts order events on the Kafka bus'],
+  ['s3-bucket-documents', 'RSA-3072', 'Encryption', 'Server-side encryption for the contracts bucket'],
+  ['webhookDeliverySigning', 'Ed25519', 'Signing', 'Signs outgoing webhook deliveries to subscriber endpoints'],
+  ['search-indexer-prod', 'Ed25519', 'Signing', 'Signs index manifests shipped to the query nodes', ['team-search']],
+  ['search-indexer-staging', 'Ed25519', 'Signing', 'Signs index manifests in staging', ['team-search']],
+  ['search-indexer-dev', 'Ed25519', 'Signing', 'Local development copy of the indexer key'],
+  ['hr-payroll-encryption', 'RSA-4096', 'Encryption', 'Encrypts salary exports sent to the payroll provider'],
+  ['mobile-push-hmac', 'HMAC-SHA384', 'HMAC', 'Authenticates push notification payloads for the iOS and Android apps'],
+  ['tmp-migration-key', 'ML-KEM-768', 'Encryption', 'Temporary key for the 2025 data-centre migration; delete after cut-over'],
+  ['qa-sandbox-signing', 'ML-DSA-65', 'Signing', 'Throwaway key for QA test runs', ['test']],
+  ['svc-7f3a', 'ML-KEM-768', 'Encryption', ''],
+]
 
 /**
- * Thirty realistic keys of one tenant: the fixed input of test/fixtures/tag-suggestions.json and
- * of the table in docs/tag-engines.md (each key's context is the other 29).
+ * Thirty realistic keys of one tenant (ids sample-01 to sample-30): the fixed input of
+ * test/fixtures/tag-suggestions.json and of the table in docs/insights.md, where each key's
+ * context is the other 29.
  */
-export const SAMPLE_KEYS: KeyFacts[] = [
-  sample(
-    1,
-    'payments-prod-signing',
-    'ML-DSA-65',
-    'Signing',
-    'Signs payment authorisations sent to the card processor',
-    ['team-payments', 'tier-1'],
-  ),
-  sample(2, 'billing-invoice-signing', 'ML-DSA-65', 'Signing', 'Signs PDF invoices emailed to customers', [
-    'team-payments',
-  ]),
-  sample(
-    3,
-    'payments-webhook-hmac',
-    'HMAC-SHA256',
-    'HMAC',
-    'Authenticates payment status callbacks from the PSP',
-  ),
-  sample(
-    4,
-    'checkoutCardEncryption',
-    'RSA-3072',
-    'Encryption',
-    'Encrypts card numbers in the checkout flow before they reach the database',
-    ['pci-dss'],
-  ),
-  sample(
-    5,
-    'customer-pii-encryption',
-    'ML-KEM-768',
-    'Encryption',
-    'Envelope encryption for customer names, addresses and phone numbers (GDPR scope)',
-    ['gdpr', 'team-privacy'],
-  ),
-  sample(
-    6,
-    'user-profile-encryption-eu',
-    'ML-KEM-768',
-    'Encryption',
-    'Encrypts user profile fields stored in the Frankfurt region',
-    ['team-privacy'],
-  ),
-  sample(
-    7,
-    'jwt-signing-staging',
-    'EC-P256',
-    'Signing',
-    'Signs access tokens issued by the staging OAuth server',
-  ),
-  sample(
-    8,
-    'jwt-signing-prod',
-    'EC-P256',
-    'Signing',
-    'Signs access tokens issued by the production OAuth server',
-    ['team-identity', 'tier-1'],
-  ),
-  sample(
-    9,
-    'oidc-id-token-signer',
-    'ML-DSA-44',
-    'Signing',
-    'ID tokens for the customer login (OpenID Connect)',
-    ['team-identity'],
-  ),
-  sample(10, 'session-cookie-hmac', 'HMAC-SHA256', 'HMAC', 'Integrity of web session cookies'),
-  sample(
-    11,
-    'backup-archive-2024',
-    'ML-KEM-1024',
-    'Encryption',
-    'Encrypts nightly database backups kept for seven years',
-  ),
-  sample(
-    12,
-    'backup-archive-2023',
-    'RSA-4096',
-    'Encryption',
-    "Last year's backup archive, read-only, kept for restores",
-    ['retention-7y'],
-  ),
-  sample(13, 'db-backups-postgres', 'ML-KEM-768', 'Encryption', 'pg_dump files of the orders database', [
-    'retention-7y',
-  ]),
-  sample(
-    14,
-    'legacyRsaTls',
-    'RSA-2048',
-    'Signing',
-    'Old TLS certificate key for the partner API gateway; replace before 2026',
-  ),
-  sample(
-    15,
-    'api-gateway-mtls',
-    'EC-P384',
-    'Signing',
-    'Client certificates for mutual TLS between the gateway and internal services',
-    ['team-platform'],
-  ),
-  sample(
-    16,
-    'internal-ca-root',
-    'EC-P384',
-    'Signing',
-    'Root of the internal certificate authority that issues service certs',
-    ['team-platform', 'pki'],
-  ),
-  sample(
-    17,
-    'audit-log-signing',
-    'Ed25519',
-    'Signing',
-    'Signs each batch of the tamper-evident audit trail',
-    ['compliance'],
-  ),
-  sample(
-    18,
-    'release-artifact-signing',
-    'SLH-DSA-128s',
-    'Signing',
-    'Signs release binaries and SBOMs published by CI',
-    ['team-build'],
-  ),
-  sample(
-    19,
-    'firmware-update-signing',
-    'ML-DSA-87',
-    'Signing',
-    'Signs firmware images pushed to field devices',
-    ['team-devices'],
-  ),
-  sample(20, 'kafka-events-encryption', 'ML-KEM-512', 'Encryption', 'Encrypts order events on the Kafka bus'),
-  sample(
-    21,
-    's3-bucket-documents',
-    'RSA-3072',
-    'Encryption',
-    'Server-side encryption for the contracts bucket',
-  ),
-  sample(
-    22,
-    'webhookDeliverySigning',
-    'Ed25519',
-    'Signing',
-    'Signs outgoing webhook deliveries to subscriber endpoints',
-  ),
-  sample(
-    23,
-    'search-indexer-prod',
-    'Ed25519',
-    'Signing',
-    'Signs index manifests shipped to the query nodes',
-    ['team-search'],
-  ),
-  sample(24, 'search-indexer-staging', 'Ed25519', 'Signing', 'Signs index manifests in staging', [
-    'team-search',
-  ]),
-  sample(25, 'search-indexer-dev', 'Ed25519', 'Signing', 'Local development copy of the indexer key'),
-  sample(
-    26,
-    'hr-payroll-encryption',
-    'RSA-4096',
-    'Encryption',
-    'Encrypts salary exports sent to the payroll provider',
-  ),
-  sample(
-    27,
-    'mobile-push-hmac',
-    'HMAC-SHA384',
-    'HMAC',
-    'Authenticates push notification payloads for the iOS and Android apps',
-  ),
-  sample(
-    28,
-    'tmp-migration-key',
-    'ML-KEM-768',
-    'Encryption',
-    'Temporary key for the 2025 data-centre migration; delete after cut-over',
-  ),
-  sample(29, 'qa-sandbox-signing', 'ML-DSA-65', 'Signing', 'Throwaway key for QA test runs', ['test']),
-  sample(30, 'svc-7f3a', 'ML-KEM-768', 'Encryption', ''),
-]
+export const SAMPLE_KEYS: KeyFacts[] = SAMPLE_ROWS.map(
+  ([name, algorithm, keyType, description, labels], i) => ({
+    id: `sample-${String(i + 1).padStart(2, '0')}`,
+    name,
+    algorithm,
+    keyType,
+    description,
+    labels: labels ?? [],
+  }),
+)

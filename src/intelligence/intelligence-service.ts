@@ -135,7 +135,7 @@ export function createIntelligenceService(deps: {
           key_id: key.id,
           label: suggestion.label,
           reason: suggestion.reason.slice(0, 300) || 'suggested',
-          engine: deps.engine.name,
+          engine: suggestion.engine ?? deps.engine.name,
           job_id: jobId,
           created_at: clock.now(),
         })

@@ -10,7 +10,7 @@ import {
 } from './tag-engine.ts'
 
 /**
- * The model tag engine (docs/tag-engines.md): asks an OpenAI-compatible chat-completions endpoint
+ * The model tag engine (docs/insights.md): asks an OpenAI-compatible chat-completions endpoint
  * for suggestions, through the service's outbound client only, sending the key's name, algorithm,
  * type and description and nothing else. The answer is validated strictly; whenever it cannot be
  * used (timeout, HTTP error, refusal, malformed or schema-violating answer, transport failure)
@@ -271,7 +271,11 @@ export function createModelEngine(options: ModelEngineOptions): TagEngine {
         } catch {
           // A listener's failure must not cost the caller its suggestions.
         }
-        return options.fallback.suggest(key, context)
+        // Marked as the fallback's: the stored suggestion says which engine really made it.
+        return (await options.fallback.suggest(key, context)).map((s) => ({
+          ...s,
+          engine: options.fallback.name,
+        }))
       }
     },
   }

@@ -21,6 +21,8 @@ export interface TagSuggestion {
   label: string
   /** Why, in one sentence a person can check ("the name contains 'payments'"). */
   reason: string
+  /** Which engine made it, when not the one asked (the model engine's fallback answers 'builtin'). */
+  engine?: 'builtin' | 'model'
 }
 
 export interface SuggestionContext {
