@@ -307,6 +307,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 function tagModelConfig(env: NodeJS.ProcessEnv): Config['tagModel'] {
+  const timeoutMs = integer(env, 'KMS_TAG_MODEL_TIMEOUT_MS', 10_000, 100, 120_000)
   const baseUrl = env['KMS_TAG_MODEL_URL'] || undefined
   if (baseUrl === undefined) return undefined
   absoluteHttpUrl('KMS_TAG_MODEL_URL', baseUrl)
@@ -319,7 +320,7 @@ function tagModelConfig(env: NodeJS.ProcessEnv): Config['tagModel'] {
     baseUrl: baseUrl.replace(/\/+$/, ''),
     model,
     apiKey: env['KMS_TAG_MODEL_API_KEY'] || undefined,
-    timeoutMs: integer(env, 'KMS_TAG_MODEL_TIMEOUT_MS', 10_000, 100, 120_000),
+    timeoutMs,
   }
 }
 

@@ -73,13 +73,13 @@ describe('tag suggestions', () => {
     const revoked = await t.key('revoked-payments-key')
     await t.call('POST', `/keys/${revoked.id}/revoke`)
 
-    const started = await t.call('POST', '/tag-suggestions/jobs')
+    const started = await t.call('POST', '/tag-suggestion-jobs')
     assert.equal(started.status, 202, started.text)
     assert.equal(started.body.totalKeys, 95)
     assert.equal(started.body.batchesTotal, 10)
     assert.equal(started.body.batchSize, 10)
     const jobId = started.body.id as string
-    const progress = async () => (await t.call('GET', `/tag-suggestions/jobs/${jobId}`)).body
+    const progress = async () => (await t.call('GET', `/tag-suggestion-jobs/${jobId}`)).body
 
     // A worker does four batches and stops.
     assert.deepEqual(await service.api.services.intelligence.runJobs({ maxBatches: 4 }), { batches: 4 })
@@ -115,9 +115,9 @@ describe('tag suggestions', () => {
     assert.equal(forRevoked!.n, 0)
 
     // The same job again suggests nothing new.
-    const second = await t.call('POST', '/tag-suggestions/jobs')
+    const second = await t.call('POST', '/tag-suggestion-jobs')
     await service.api.services.intelligence.runJobs()
-    const secondDone = (await t.call('GET', `/tag-suggestions/jobs/${second.body.id}`)).body
+    const secondDone = (await t.call('GET', `/tag-suggestion-jobs/${second.body.id}`)).body
     assert.equal(secondDone.status, 'completed')
     assert.equal(secondDone.suggestionsCreated, 0)
   })

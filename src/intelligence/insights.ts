@@ -209,7 +209,7 @@ export function findInsights(inputs: InsightInputs): Finding[] {
       code: 'untagged_key',
       severity: 'info',
       title: 'Keys without labels',
-      recommendation: 'Label them (the tag suggestions propose labels: POST /api/v1/tag-suggestions/jobs).',
+      recommendation: 'Label them (the tag suggestions propose labels: POST /api/v1/tag-suggestion-jobs).',
       reference: null,
     },
     active.filter((k) => k.labels.length === 0),

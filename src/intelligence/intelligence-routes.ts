@@ -120,13 +120,13 @@ export function intelligenceRoutes(intelligence: IntelligenceService): FastifyPl
       )
     }
     app.post(
-      '/tag-suggestions/jobs',
+      '/tag-suggestion-jobs',
       {
         config: { access: access.scope('keys:write') },
         schema: {
           tags: TAGS,
           summary: 'Suggest labels for every active key in the background (batches of 10)',
-          description: 'Answers 202 with the job; poll GET /tag-suggestions/jobs/{id} for its progress.',
+          description: 'Answers 202 with the job; poll GET /tag-suggestion-jobs/{id} for its progress.',
           operationId: 'startTagSuggestionJob',
           response: { 202: JobSchema, ...errorResponses(403) },
         },
@@ -137,7 +137,7 @@ export function intelligenceRoutes(intelligence: IntelligenceService): FastifyPl
       },
     )
     app.get(
-      '/tag-suggestions/jobs/:id',
+      '/tag-suggestion-jobs/:id',
       {
         config: { access: access.scope('keys:read') },
         schema: {
