@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { claimJob } from '../src/intelligence/intelligence-store.ts'
 import { type FakeChatCompletions, startFakeChatCompletions } from './helpers/fake-chat-completions.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
-import { startTestService, type TestService } from './helpers/service.ts'
+import { startTestService, type TestService, waitFor } from './helpers/service.ts'
 
 const PURPOSES = [
   'payments',
@@ -253,5 +253,38 @@ describe('tag suggestions from a configured language model (a local OpenAI-compa
     assert.ok(fallback.body.data.length > 0)
     assert.ok((fallback.body.data as Array<{ label: string }>).some((s) => s.label === 'backup'))
     assert.deepEqual([...engines], ['builtin'], 'stored as the built-in engine’s')
+  })
+})
+
+describe('the job process works through suggestion jobs by itself', () => {
+  let service: TestService
+  before(async () => {
+    service = await startTestService({ KMS_JOB_SWEEP_MS: '200' }, { jobs: true })
+  })
+  after(() => service?.stop())
+
+  test('a job asked for over the API completes without anyone calling the worker', async () => {
+    const t = await service.createTenant()
+    for (let i = 0; i < 12; i++) {
+      const made = await service.request('POST', '/api/v1/keys', {
+        key: t.key,
+        body: {
+          name: `${PURPOSES[i % PURPOSES.length]}-key-${i}`,
+          keyType: 'HMAC',
+          algorithm: 'HMAC-SHA256',
+        },
+      })
+      assert.equal(made.status, 201, made.text)
+    }
+    const started = await service.request('POST', '/api/v1/tag-suggestion-jobs', { key: t.key })
+    assert.equal(started.status, 202, started.text)
+    assert.equal(started.body.batchesTotal, 2)
+    let last: { status: string; batchesDone: number } | undefined
+    await waitFor(async () => {
+      last = (await service.request('GET', `/api/v1/tag-suggestion-jobs/${started.body.id}`, { key: t.key }))
+        .body
+      return last?.status === 'completed'
+    }, 'the job completed')
+    assert.equal(last!.batchesDone, 2)
   })
 })
