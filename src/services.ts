@@ -376,6 +376,8 @@ export async function createServices(
     invoices: billing,
     masterKeys,
     outbox: webhooks,
+    mailQueue,
+    mailer,
   })
   // A referred tenant's first paid invoice converts its referral.
   billing.onInvoicePaid(async ({ tenantId, first }) => {

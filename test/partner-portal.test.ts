@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { applicationClient } from './helpers/endusers.ts'
-import { runCli, startTestService, type TestService } from './helpers/service.ts'
+import { runCli, startTestService, type TestService, waitFor } from './helpers/service.ts'
 import { type ConsoleClient, consoleClient, memberSession, signIn } from './helpers/sign-in.ts'
 import { confirmSignup, createdIdOf, signupLinkMailedTo } from './helpers/signup.ts'
-import { startSmtp, type TestSmtp } from './helpers/smtp.ts'
+import { startSmtp, type TestSmtp, textOf } from './helpers/smtp.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
 const PORTAL_REDIRECT = 'http://127.0.0.1:9/partner-portal'
@@ -53,6 +53,9 @@ describe('partner accounts: sign-up, operator approval, sign-in through the prov
     return { id: createdIdOf(done.html, 'partner'), email, organizationName }
   }
 
+  const mailsTo = (email: string) =>
+    smtp.messages.filter((m) => m.to.some((to) => to.toLowerCase() === email.toLowerCase()))
+
   const portalSignIn = (email: string, password = PASSWORD) =>
     signIn(service.baseUrl, portal, {
       email,
@@ -74,6 +77,11 @@ describe('partner accounts: sign-up, operator approval, sign-in through the prov
     const approved = await runCli(['approve-partner', '--partner', partner.id], service.env)
     assert.equal(approved.code, 0, approved.stderr)
     assert.equal(JSON.parse(approved.stdout).status, 'active')
+    // The partner is told by e-mail (the job process sends it).
+    await waitFor(
+      () => mailsTo(partner.email).some((m) => /partner application is approved/.test(textOf(m))),
+      'the approval e-mail',
+    )
     const twice = await runCli(['approve-partner', '--partner', partner.id], service.env)
     assert.notEqual(twice.code, 0)
     assert.match(twice.stderr, /partner_not_pending|not pending/)
@@ -200,19 +208,24 @@ describe('partner accounts: sign-up, operator approval, sign-in through the prov
     assert.equal(rejected.code, 0, rejected.stderr)
     assert.equal(JSON.parse(rejected.stdout).status, 'rejected')
     await assert.rejects(portalSignIn(partner.email), /may not use the partner portal/)
+    await waitFor(
+      () => mailsTo(partner.email).some((m) => /was not approved/.test(textOf(m))),
+      'the rejection e-mail',
+    )
     const listed = await runCli(['list-partners', '--status', 'rejected'], service.env)
     assert.equal(listed.code, 0, listed.stderr)
     assert.ok(JSON.parse(listed.stdout).data.some((p: { id: string }) => p.id === partner.id))
     const bad = await runCli(['list-partners', '--status', 'sleeping'], service.env)
     assert.notEqual(bad.code, 0)
 
-    // Applying again with the same address: the account is known (its password is asked) and
+    // Applying again with the same address (two e-mails so far: the link and the decision): the
+    // account is known (its password is asked) and
     // already a partner's, which the page says; nothing new is created.
     const again = await service.request('POST', '/api/v1/partner-signup', {
       body: { organizationName: 'Second try', email: partner.email },
     })
     assert.equal(again.status, 202, again.text)
-    const link = await signupLinkMailedTo(smtp, partner.email, 1)
+    const link = await signupLinkMailedTo(smtp, partner.email, 2)
     const refused = await confirmSignup(link, { password: PASSWORD })
     assert.equal(refused.status, 409, refused.html)
     assert.match(refused.html, /has a partner account already/)

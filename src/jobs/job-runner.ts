@@ -20,6 +20,8 @@ import {
   mailJobOptions,
   ONE_TIME_CODE_JOB,
   type OneTimeCodeJob,
+  PARTNER_DECISION_JOB,
+  type PartnerDecisionJob,
   SIGNUP_EMAIL_JOB,
   type SignupEmailJob,
 } from '../mail/mail-queue.ts'
@@ -76,7 +78,7 @@ export interface JobDeps {
   /** The usage meter's rows, folded (lifecycle sweep). */
   billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>
   /** Last month's partner commissions, once per referral (lifecycle sweep). */
-  partners: Pick<PartnerService, 'calculateCommissions'>
+  partners: Pick<PartnerService, 'calculateCommissions' | 'deliverDecision'>
   /** Sign-ups' confirmation e-mails, and those whose job was lost. */
   signups: Pick<SignupService, 'deliver' | 'overdue'>
   /** Cloud KMS exports due for a push (their own queue and sweep). */
@@ -300,7 +302,12 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     MAIL_QUEUE,
     async (
       job: Job<
-        InvitationEmailJob | AccountLinkEmailJob | OneTimeCodeJob | AccessDecisionJob | SignupEmailJob
+        | InvitationEmailJob
+        | AccountLinkEmailJob
+        | OneTimeCodeJob
+        | AccessDecisionJob
+        | SignupEmailJob
+        | PartnerDecisionJob
       >,
     ) => {
       const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
@@ -314,6 +321,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         return deps.accessPolicies.deliverDecision((job.data as AccessDecisionJob).requestId, final)
       if (job.name === SIGNUP_EMAIL_JOB)
         return deps.signups.deliver((job.data as SignupEmailJob).signupId, final)
+      if (job.name === PARTNER_DECISION_JOB)
+        return deps.partners.deliverDecision((job.data as PartnerDecisionJob).partnerId, final)
       return null
     },
     { ...options, concurrency: 4 },

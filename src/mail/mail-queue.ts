@@ -23,6 +23,12 @@ export interface AccessDecisionJob {
   requestId: string
 }
 
+/** The operator's decision on a partner who signed up (src/partners). */
+export const PARTNER_DECISION_JOB = 'partner-decision-email'
+export interface PartnerDecisionJob {
+  partnerId: string
+}
+
 /** A sign-up's confirmation link (src/signup). */
 export const SIGNUP_EMAIL_JOB = 'signup-email'
 export interface SignupEmailJob {
@@ -41,6 +47,7 @@ export interface MailQueue {
   enqueueCode(job: OneTimeCodeJob): Promise<void>
   enqueueAccessDecision(job: AccessDecisionJob): Promise<void>
   enqueueSignup(job: SignupEmailJob): Promise<void>
+  enqueuePartnerDecision(job: PartnerDecisionJob): Promise<void>
   close(): Promise<void>
 }
 
@@ -93,6 +100,14 @@ export function createMailQueue(deps: {
     async enqueueAccountLink(job) {
       const { queue: q } = await open()
       await q.add(ACCOUNT_LINK_EMAIL_JOB, job, mailJobOptions(`link.${job.linkId}`, deps.attempts))
+    },
+    async enqueuePartnerDecision(job) {
+      const { queue: q } = await open()
+      await q.add(
+        PARTNER_DECISION_JOB,
+        job,
+        mailJobOptions(`partner-decision.${job.partnerId}`, deps.attempts),
+      )
     },
     async enqueueSignup(job) {
       const { queue: q } = await open()

@@ -1,7 +1,10 @@
 import { randomBytes, randomInt, randomUUID } from 'node:crypto'
 import { checkEmail } from '../identity/account-service.ts'
+import { esc } from '../identity/pages/layout.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { MailQueue } from '../mail/mail-queue.ts'
+import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
@@ -34,6 +37,7 @@ import {
   type PartnerKeyRow,
   type PartnerRow,
   partnerOfAccount,
+  recordDecisionEmail,
   recordPayout,
   revokePartnerKey,
   sealedSecretOf,
@@ -132,8 +136,13 @@ export interface PartnerService {
   ): Promise<PartnerView>
   /** The operator's CLI. */
   list(status?: PartnerRow['status']): Promise<PartnerView[]>
-  /** The operator approves (active) or rejects a pending partner; 409 `partner_not_pending` otherwise. */
+  /**
+   * The operator approves (active) or rejects a pending partner; 409 `partner_not_pending`
+   * otherwise. A partner who signed up is told by e-mail (the job process sends it).
+   */
   decide(partnerId: string, decision: 'approve' | 'reject', by: string): Promise<PartnerView>
+  /** The job process: the decision e-mail, once. */
+  deliverDecision(partnerId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
   /** The partner a portal account belongs to, whatever its status (the sign-in page says why it may not enter). */
   partnerOfAccount(accountId: string): Promise<PartnerView | undefined>
   /** A portal session's caller: only for an active partner. */
@@ -238,6 +247,9 @@ export function createPartnerService(deps: {
   outbox: {
     enqueueForPartner(tx: Queryable, url: string, event: PartnerWebhookEvent, now: Date): Promise<unknown>
   }
+  /** The decision e-mail to partners who signed up. */
+  mailQueue?: Pick<MailQueue, 'enqueuePartnerDecision'>
+  mailer?: Mailer
 }): PartnerService {
   const { sql, clock } = deps
   const secretAad = (partnerId: string) => `kms:partner-webhook-secret:v1:${partnerId}`
@@ -369,7 +381,7 @@ export function createPartnerService(deps: {
     },
     async decide(partnerId, decision, by) {
       if (!isUuid(partnerId)) throw notFound('partner_not_found', 'Partner')
-      return sql.begin(async (tx) => {
+      const view = await sql.begin(async (tx) => {
         const row = await decidePartner(tx, {
           id: partnerId,
           status: decision === 'approve' ? 'active' : 'rejected',
@@ -384,8 +396,36 @@ export function createPartnerService(deps: {
           })
         }
         await record(tx, row.id, { actor: by }, `partner.${decision}`, `partner:${row.id}`, {})
-        return toPartnerView(row)
+        return { view: toPartnerView(row), email: row.decision_email_status === 'queued' }
       })
+      // After commit; a failure to queue leaves the row queued (the e-mail is then not sent:
+      // the operator sees decision_email_status).
+      if (view.email) await deps.mailQueue?.enqueuePartnerDecision({ partnerId }).catch(() => {})
+      return view.view
+    },
+    async deliverDecision(partnerId, final) {
+      const row = await getPartner(sql, partnerId)
+      if (row?.decision_email_status !== 'queued') return 'skipped'
+      const approved = row.status === 'active'
+      const text = approved
+        ? `The partner application of ${row.name} is approved. You can sign in to the partner portal with this address and the password you chose.\n`
+        : `The partner application of ${row.name} was not approved.\n`
+      try {
+        if (!deps.mailer) throw new MailError('smtp_not_configured')
+        await deps.mailer.send({
+          to: row.email,
+          subject: approved ? 'Your partner application is approved' : 'Your partner application',
+          text,
+          html: `<p>${esc(text.trim())}</p>\n`,
+        })
+      } catch (err) {
+        const reason = err instanceof MailError ? err.reason : 'smtp_failed'
+        if (!final && reason !== 'smtp_not_configured') throw err
+        await recordDecisionEmail(sql, { id: row.id, status: 'failed', error: reason })
+        return 'failed'
+      }
+      await recordDecisionEmail(sql, { id: row.id, status: 'sent', error: null })
+      return 'sent'
     },
     async partnerOfAccount(accountId) {
       const row = await partnerOfAccount(sql, accountId)

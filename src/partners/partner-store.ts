@@ -16,6 +16,8 @@ export interface PartnerRow {
   account_id: string | null
   decided_at: Date | null
   decided_by: string | null
+  /** The decision e-mail of a partner who signed up: queued with the decision, then sent or failed. */
+  decision_email_status: 'queued' | 'sent' | 'failed' | null
 }
 
 export interface PartnerKeyRow {
@@ -60,17 +62,19 @@ export interface CommissionRow {
 
 export async function insertPartner(
   db: Queryable,
-  row: Omit<PartnerRow, 'decided_at' | 'decided_by'>,
+  row: Omit<PartnerRow, 'decided_at' | 'decided_by' | 'decision_email_status'>,
 ): Promise<PartnerRow> {
   const [created] = await db<PartnerRow[]>`
     INSERT INTO partners (id, name, email, status, created_at, created_by, account_id)
     VALUES (${row.id}, ${row.name}, ${row.email}, ${row.status}, ${row.created_at}, ${row.created_by},
       ${row.account_id})
-    RETURNING id, name, email, status, created_at, created_by, account_id, decided_at, decided_by`
+    RETURNING id, name, email, status, created_at, created_by, account_id, decided_at, decided_by,
+      decision_email_status`
   return created!
 }
 
-const PARTNER_COLUMNS = 'id, name, email, status, created_at, created_by, account_id, decided_at, decided_by'
+const PARTNER_COLUMNS =
+  'id, name, email, status, created_at, created_by, account_id, decided_at, decided_by, decision_email_status'
 
 export async function listPartners(
   db: Queryable,
@@ -96,10 +100,23 @@ export async function decidePartner(
   input: { id: string; status: 'active' | 'rejected'; at: Date; by: string },
 ): Promise<PartnerRow | undefined> {
   const [row] = await db<PartnerRow[]>`
-    UPDATE partners SET status = ${input.status}, decided_at = ${input.at}, decided_by = ${input.by}
+    UPDATE partners SET status = ${input.status}, decided_at = ${input.at}, decided_by = ${input.by},
+      decision_email_status = CASE WHEN account_id IS NULL THEN NULL ELSE 'queued' END
     WHERE id = ${input.id} AND status = 'pending'
     RETURNING ${db.unsafe(PARTNER_COLUMNS)}`
   return row
+}
+
+/** The decision e-mail went out (or failed for good): recorded once. */
+export async function recordDecisionEmail(
+  db: Queryable,
+  input: { id: string; status: 'sent' | 'failed'; error: string | null },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE partners SET decision_email_status = ${input.status}, decision_email_error = ${input.error}
+    WHERE id = ${input.id} AND decision_email_status = 'queued'
+    RETURNING id`
+  return rows.length > 0
 }
 
 export async function listPartnerKeys(db: Queryable, partnerId: string): Promise<PartnerKeyRow[]> {
