@@ -116,6 +116,12 @@ export const PartnerSchema = Type.Object(
     }),
     createdAt: Timestamp('Created'),
     decidedAt: Type.Union([Timestamp('When an operator approved or rejected the sign-up'), Type.Null()]),
+    decisionEmailStatus: Type.Union([
+      Type.Enum(['queued', 'sent', 'failed'], {
+        description: 'The decision e-mail to a partner who signed up',
+      }),
+      Type.Null(),
+    ]),
   },
   { additionalProperties: false },
 )

@@ -89,6 +89,8 @@ export interface PartnerView {
   status: PartnerRow['status']
   createdAt: string
   decidedAt: string | null
+  /** The decision e-mail to a partner who signed up: queued, sent or failed (null: none). */
+  decisionEmailStatus: PartnerRow['decision_email_status']
 }
 
 const toPartnerView = (row: PartnerRow): PartnerView => ({
@@ -98,6 +100,7 @@ const toPartnerView = (row: PartnerRow): PartnerView => ({
   status: row.status,
   createdAt: row.created_at.toISOString(),
   decidedAt: row.decided_at?.toISOString() ?? null,
+  decisionEmailStatus: row.decision_email_status,
 })
 
 /** A partner may hold this many live API keys (revoke one to make room). */
@@ -398,8 +401,8 @@ export function createPartnerService(deps: {
         await record(tx, row.id, { actor: by }, `partner.${decision}`, `partner:${row.id}`, {})
         return { view: toPartnerView(row), email: row.decision_email_status === 'queued' }
       })
-      // After commit; a failure to queue leaves the row queued (the e-mail is then not sent:
-      // the operator sees decision_email_status).
+      // After commit. A failure to queue leaves the e-mail `queued` in the partner's view
+      // (list-partners shows it): the operator then tells the partner.
       if (view.email) await deps.mailQueue?.enqueuePartnerDecision({ partnerId }).catch(() => {})
       return view.view
     },
