@@ -1,6 +1,6 @@
-import type { KeyObject } from 'node:crypto'
+import { createPublicKey, type KeyObject } from 'node:crypto'
 import type { AlgorithmName, KeyType } from '../keys/algorithms.ts'
-import type { OutboundClient } from '../outbound/outbound-client.ts'
+import type { OutboundClient, OutboundErrorCode } from '../outbound/outbound-client.ts'
 
 /**
  * One cloud KMS (docs/cloud-export.md): how a tenant's connection to it is described, what it
@@ -93,4 +93,49 @@ export interface CloudProviderAdapter {
     material: ExportMaterial,
     previous: PushResult | null,
   ): Promise<PushResult>
+}
+
+/**
+ * A transport failure of the guarded client, the same way for every provider: a refused
+ * destination is the operator's policy and a too-large answer will not shrink (no retry); the rest
+ * passes. The refusal's reason (which may say what an internal name resolves to) is not repeated
+ * to the tenant.
+ */
+export function cloudErrorOfOutbound(where: string, code: OutboundErrorCode): CloudProviderError {
+  switch (code) {
+    case 'destination_not_allowed':
+      return new CloudProviderError(
+        'cloud_destination_refused',
+        `${where} is not an allowed destination (a private, loopback or otherwise non-public address)`,
+        false,
+      )
+    case 'response_too_large':
+      return new CloudProviderError('cloud_unexpected_response', `${where} answered too much`, false)
+    case 'timeout':
+      return new CloudProviderError('cloud_unreachable', `${where} did not answer in time`, true)
+    case 'destination_unresolved':
+      return new CloudProviderError('cloud_unreachable', `${where}: the host name did not resolve`, true)
+    default:
+      return new CloudProviderError('cloud_unreachable', `${where} could not be reached (${code})`, true)
+  }
+}
+
+/**
+ * The public key a cloud says it now holds (a PEM it returned) is this version's: a push proves
+ * what it imported, rather than trusting that the import did what it said.
+ */
+export function checkHeldKey(pem: unknown, expected: KeyObject, where: string): void {
+  let held: KeyObject
+  try {
+    held = createPublicKey(String(pem))
+  } catch {
+    throw new CloudProviderError(
+      'cloud_unexpected_response',
+      `${where} returned a public key that cannot be read`,
+      false,
+    )
+  }
+  const spki = (key: KeyObject) => key.export({ format: 'der', type: 'spki' })
+  if (!spki(held).equals(spki(expected)))
+    throw new CloudProviderError('cloud_key_mismatch', `${where} does not hold this key version`, false)
 }

@@ -7,7 +7,7 @@ import {
   HttpResponse,
 } from '@smithy/protocol-http'
 import { type OutboundClient, OutboundError, type OutboundRequest } from '../../outbound/outbound-client.ts'
-import { CloudProviderError } from '../provider.ts'
+import { CloudProviderError, cloudErrorOfOutbound } from '../provider.ts'
 
 /**
  * How the AWS SDK reaches AWS KMS here: the SDK builds, signs (SigV4) and parses every request,
@@ -228,31 +228,7 @@ export function toCloudProviderError(operation: string, error: unknown, secrets:
 }
 
 function fromOutboundError(operation: string, error: OutboundError): CloudProviderError {
-  switch (error.code) {
-    case 'destination_not_allowed':
-      // An operator's policy, not a passing state: retrying changes nothing.
-      return new CloudProviderError(
-        'cloud_destination_refused',
-        `The AWS KMS endpoint is not an allowed destination (${error.reason ?? 'refused'})`,
-        false,
-      )
-    case 'destination_unresolved':
-      return new CloudProviderError(
-        'cloud_unreachable',
-        `AWS KMS ${operation}: the endpoint's host did not resolve`,
-        true,
-      )
-    case 'timeout':
-      return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: no answer in time`, true)
-    case 'response_too_large':
-      return new CloudProviderError(
-        'cloud_unexpected_response',
-        `AWS KMS ${operation}: the answer was too large`,
-        true,
-      )
-    default:
-      return new CloudProviderError('cloud_unreachable', `AWS KMS ${operation}: the connection failed`, true)
-  }
+  return cloudErrorOfOutbound(`AWS KMS (${operation})`, error.code)
 }
 
 function fromAwsError(

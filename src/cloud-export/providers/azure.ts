@@ -8,6 +8,7 @@ import {
   type CloudProviderAdapter,
   CloudProviderError,
   type ConnectionContext,
+  cloudErrorOfOutbound,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
@@ -330,9 +331,7 @@ async function preflight(outbound: OutboundClient, url: string, what: string) {
   try {
     await outbound.check(new URL(url))
   } catch (error) {
-    if (error instanceof DestinationRefused) {
-      throw new CloudProviderError('cloud_destination_refused', `${what}: ${error.reason}`, false)
-    }
+    if (error instanceof DestinationRefused) throw cloudErrorOfOutbound(what, 'destination_not_allowed')
     if (error instanceof DestinationUnresolved && error.definite) {
       throw new CloudProviderError('cloud_not_found', `${what}: ${error.host} does not exist (DNS)`, false)
     }
@@ -353,15 +352,7 @@ function explain(error: unknown, journal: ExchangeJournal): CloudProviderError {
   if (known) return known
   const last = journal.last
   if (last?.failure) {
-    const { code, reason } = last.failure
-    const where = SERVICE_NAME[last.service]
-    if (code === 'destination_not_allowed') {
-      return new CloudProviderError('cloud_destination_refused', `${where}: ${reason ?? code}`, false)
-    }
-    if (code === 'response_too_large') {
-      return new CloudProviderError('cloud_unexpected_response', `${where} answered too much`, false)
-    }
-    return new CloudProviderError('cloud_unreachable', `${where} could not be reached (${code})`, true)
+    return cloudErrorOfOutbound(SERVICE_NAME[last.service], last.failure.code)
   }
   if (last?.status !== undefined && last.status >= 300 && !isChallenge(last))
     return fromStatus(last, last.status)

@@ -15,6 +15,8 @@ import {
   type CloudProviderAdapter,
   CloudProviderError,
   type ConnectionContext,
+  checkHeldKey,
+  cloudErrorOfOutbound,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
@@ -606,24 +608,7 @@ async function assertHoldsKey(session: KmsSession, version: string, publicKey: K
   const [answer] = await call(session, 'read the public key', () =>
     session.client.getPublicKey({ name: version }, ONCE),
   )
-  let held: KeyObject
-  try {
-    held = createPublicKey(String(answer.pem))
-  } catch {
-    throw new CloudProviderError(
-      'cloud_unexpected_response',
-      'Cloud KMS returned a public key that cannot be read',
-      false,
-    )
-  }
-  const spki = (key: KeyObject) => key.export({ format: 'der', type: 'spki' })
-  if (!spki(held).equals(spki(publicKey))) {
-    throw new CloudProviderError(
-      'cloud_key_mismatch',
-      'the imported Cloud KMS key version does not hold this key',
-      false,
-    )
-  }
+  checkHeldKey(answer.pem, publicKey, 'the imported Cloud KMS key version')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -674,22 +659,7 @@ function explain(step: string, error: unknown, journal: ExchangeJournal): CloudP
   const last = journal.last
   const where = last?.service === 'oauth' ? "Google's token endpoint" : 'Cloud KMS'
   if (last?.failure) {
-    const { code, reason } = last.failure
-    if (code === 'destination_not_allowed') {
-      return new CloudProviderError(
-        'cloud_destination_refused',
-        `${where} is not an allowed destination (${reason ?? 'refused'})`,
-        false,
-      )
-    }
-    if (code === 'response_too_large') {
-      return new CloudProviderError('cloud_unexpected_response', `${where} answered too much`, false)
-    }
-    return new CloudProviderError(
-      'cloud_unreachable',
-      `${where} could not be reached to ${step} (${code})`,
-      true,
-    )
+    return cloudErrorOfOutbound(`${where} (${step})`, last.failure.code)
   }
   if (last?.status === undefined) {
     // Nothing was sent: the SDK refused the call itself.

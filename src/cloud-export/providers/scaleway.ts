@@ -1,4 +1,4 @@
-import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto'
+import { type KeyObject, X509Certificate } from 'node:crypto'
 import { Errors } from '@scaleway/sdk-client'
 import type {
   Key,
@@ -14,6 +14,8 @@ import {
   type CloudProviderAdapter,
   CloudProviderError,
   type ConnectionContext,
+  checkHeldKey,
+  cloudErrorOfOutbound,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
@@ -350,24 +352,7 @@ async function assertHoldsKey(
   publicKey: KeyObject,
 ): Promise<void> {
   const { pem } = await call('read', () => api.getPublicKey({ region: scaleway.region, keyId }))
-  let held: KeyObject
-  try {
-    held = createPublicKey(String(pem))
-  } catch {
-    throw new CloudProviderError(
-      'cloud_unexpected_response',
-      'Scaleway returned a public key that cannot be read',
-      false,
-    )
-  }
-  const spki = (k: KeyObject) => k.export({ format: 'der', type: 'spki' })
-  if (!spki(held).equals(spki(publicKey))) {
-    throw new CloudProviderError(
-      'cloud_key_mismatch',
-      `the Scaleway key ${keyId} does not hold this key version`,
-      false,
-    )
-  }
+  checkHeldKey(pem, publicKey, `the Scaleway key ${keyId}`)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,20 +374,7 @@ async function call<T>(step: Step, run: () => Promise<T>): Promise<T> {
  */
 function toCloudError(step: Step, error: unknown): CloudProviderError {
   if (error instanceof CloudProviderError) return error
-  if (error instanceof OutboundError) {
-    if (error.code === 'destination_not_allowed') {
-      return new CloudProviderError(
-        'cloud_destination_refused',
-        `the Scaleway API address is not allowed${error.reason ? `: ${error.reason}` : ''}`,
-        false,
-      )
-    }
-    return new CloudProviderError(
-      'cloud_unavailable',
-      `Scaleway Key Manager could not be reached (${error.code})`,
-      true,
-    )
-  }
+  if (error instanceof OutboundError) return cloudErrorOfOutbound('Scaleway Key Manager', error.code)
   if (!(error instanceof Errors.ScalewayError)) {
     return new CloudProviderError(
       'cloud_unexpected_response',
