@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
 import type { Browser, Page } from 'playwright-core'
-import { launchChromium, screenshot } from './helpers/browser.ts'
+import { launchChromium, pageWatchingCsp, screenshot, startClientSite } from './helpers/browser.ts'
 import { applicationClient, endUserWithPassword } from './helpers/endusers.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startSamlIdp, type TestSamlIdp } from './helpers/saml-idp.ts'
@@ -19,7 +17,7 @@ describe('access requests and SAML federation in Chromium', () => {
   let service: TestService
   let clock: ManualClock
   let browser: Browser
-  let callbackServer: Server
+  let clientSite: Awaited<ReturnType<typeof startClientSite>> | undefined
   let redirectUri: string
   let tenant: { tenantId: string; key: string }
   let app: { id: string; clientId: string }
@@ -29,12 +27,8 @@ describe('access requests and SAML federation in Chromium', () => {
   const violations: string[] = []
 
   before(async () => {
-    callbackServer = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/html' })
-      res.end('<!DOCTYPE html><title>Orders</title><p>Back at the application.</p>')
-    })
-    await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', () => resolve()))
-    redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`
+    clientSite = await startClientSite('Orders')
+    redirectUri = `${clientSite.origin}/callback`
     smtp = await startSmtp('accept')
     clock = manualClock()
     service = await startTestService(
@@ -66,15 +60,11 @@ describe('access requests and SAML federation in Chromium', () => {
     await service?.stop()
     await smtp?.stop()
     await idp?.stop()
-    await new Promise((resolve) => callbackServer?.close(resolve))
+    await clientSite?.close()
   })
 
   async function newPage(): Promise<Page> {
-    const context = await browser.newContext({ locale: 'en-US' })
-    const page = await context.newPage()
-    page.on('console', (message) => {
-      if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
-    })
+    const { page } = await pageWatchingCsp(browser, violations)
     return page
   }
 

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
 import type { Browser, Page } from 'playwright-core'
-import { launchChromium, recordDocuments, screenshot } from './helpers/browser.ts'
+import {
+  launchChromium,
+  pageWatchingCsp,
+  recordDocuments,
+  screenshot,
+  startClientSite,
+} from './helpers/browser.ts'
 import { applicationClient, linkMailedTo } from './helpers/endusers.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
 import type { ConsoleClient } from './helpers/sign-in.ts'
@@ -24,7 +28,7 @@ describe('end-users in Chromium: set-up link, MFA by e-mail, SMS and TOTP, reset
   let sms: TestSmsProvider
   let service: TestService
   let browser: Browser
-  let callbackServer: Server
+  let clientSite: Awaited<ReturnType<typeof startClientSite>> | undefined
   let redirectUri: string
   let tenantKey: string
   let app: { id: string; clientId: string }
@@ -36,12 +40,8 @@ describe('end-users in Chromium: set-up link, MFA by e-mail, SMS and TOTP, reset
   let password = 'grace initial password'
 
   before(async () => {
-    callbackServer = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/html' })
-      res.end('<!DOCTYPE html><title>Orders</title><p>Back at the application.</p>')
-    })
-    await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', () => resolve()))
-    redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`
+    clientSite = await startClientSite('Orders')
+    redirectUri = `${clientSite.origin}/callback`
     smtp = await startSmtp('accept')
     sms = await startSmsProvider()
     service = await startTestService(
@@ -65,15 +65,11 @@ describe('end-users in Chromium: set-up link, MFA by e-mail, SMS and TOTP, reset
     await service?.stop()
     await smtp?.stop()
     await sms?.stop()
-    await new Promise((resolve) => callbackServer?.close(resolve))
+    await clientSite?.close()
   })
 
   async function newPage(locale = 'en-US'): Promise<Page> {
-    const context = await browser.newContext({ locale })
-    const page = await context.newPage()
-    page.on('console', (message) => {
-      if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
-    })
+    const { page } = await pageWatchingCsp(browser, violations, locale)
     recorders.push(recordDocuments(page, service.baseUrl))
     return page
   }

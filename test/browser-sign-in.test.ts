@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { launchChromium, recordDocuments, screenshot } from './helpers/browser.ts'
+import {
+  launchChromium,
+  pageWatchingCsp,
+  recordDocuments,
+  screenshot,
+  startClientSite,
+} from './helpers/browser.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
 import { type ConsoleClient, consoleClient, memberSession } from './helpers/sign-in.ts'
 import { startSmtp, type TestSmtp, textOf } from './helpers/smtp.ts'
@@ -23,18 +27,14 @@ describe('sign-in pages in Chromium (Playwright)', () => {
   let service: TestService
   let client: ConsoleClient
   let browser: Browser
-  let callbackServer: Server
+  let clientSite: Awaited<ReturnType<typeof startClientSite>> | undefined
   let redirectUri: string
   const violations: string[] = []
 
   before(async () => {
     // The console's callback: another origin than the service, as a real client would be.
-    callbackServer = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/html' })
-      res.end('<!DOCTYPE html><title>Callback</title><p>Back at the client.</p>')
-    })
-    await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', () => resolve()))
-    redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`
+    clientSite = await startClientSite('Callback')
+    redirectUri = `${clientSite.origin}/callback`
     smtp = await startSmtp('accept')
     service = await startTestService(
       {
@@ -52,7 +52,7 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     await browser?.close()
     await service?.stop()
     await smtp?.stop()
-    await new Promise((resolve) => callbackServer?.close(resolve))
+    await clientSite?.close()
   })
 
   async function newPage(): Promise<{
@@ -60,11 +60,7 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     context: BrowserContext
     documents: ReturnType<typeof recordDocuments>
   }> {
-    const context = await browser.newContext({ locale: 'en-US' })
-    const page = await context.newPage()
-    page.on('console', (message) => {
-      if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
-    })
+    const { page, context } = await pageWatchingCsp(browser, violations)
     return { page, context, documents: recordDocuments(page, service.baseUrl) }
   }
 

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
 import type { Browser, Page } from 'playwright-core'
-import { launchChromium, screenshot } from './helpers/browser.ts'
+import { launchChromium, pageWatchingCsp, screenshot, startClientSite } from './helpers/browser.ts'
 import { applicationClient } from './helpers/endusers.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { signupLinkMailedTo } from './helpers/signup.ts'
@@ -14,17 +12,13 @@ describe('sign-up and the partner portal’s sign-in in Chromium', () => {
   let smtp: TestSmtp
   let service: TestService
   let browser: Browser
-  let callbackServer: Server
+  let clientSite: Awaited<ReturnType<typeof startClientSite>> | undefined
   let portalRedirect: string
   const violations: string[] = []
 
   before(async () => {
-    callbackServer = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/html' })
-      res.end('<!DOCTYPE html><title>Partner portal</title><p>Signed in.</p>')
-    })
-    await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', () => resolve()))
-    portalRedirect = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/partner-portal`
+    clientSite = await startClientSite('Partner portal')
+    portalRedirect = `${clientSite.origin}/partner-portal`
     smtp = await startSmtp('accept')
     service = await startTestService(
       {
@@ -41,15 +35,11 @@ describe('sign-up and the partner portal’s sign-in in Chromium', () => {
     await browser?.close()
     await service?.stop()
     await smtp?.stop()
-    await new Promise((resolve) => callbackServer?.close(resolve))
+    await clientSite?.close()
   })
 
   async function newPage(): Promise<Page> {
-    const context = await browser.newContext({ locale: 'en-US' })
-    const page = await context.newPage()
-    page.on('console', (message) => {
-      if (/Content.Security.Policy|Refused to/i.test(message.text())) violations.push(message.text())
-    })
+    const { page } = await pageWatchingCsp(browser, violations)
     return page
   }
 

@@ -304,6 +304,24 @@ export function createCloudExportService(deps: {
     return row
   }
 
+  /** The audit record of one push of `row.desired_version`, in the transaction that records it. */
+  function recordSync(
+    tx: Queryable,
+    row: ExportRow,
+    outcome: 'success' | 'failure',
+    details: Record<string, string | boolean>,
+  ) {
+    return audit.recordInTransaction(tx, {
+      tenantId: row.tenant_id,
+      actor: 'system:cloud-export',
+      action: 'keys.cloud_export.sync',
+      resource: `key:${row.key_id}`,
+      keyVersion: row.desired_version,
+      outcome,
+      details: { exportId: row.id, provider: row.provider, attempt: row.attempts, ...details },
+    })
+  }
+
   /** One claimed export: push outside any transaction, then record the outcome under the lease. */
   async function pushOne(row: ExportRow): Promise<boolean> {
     const leaseUntil = row.lease_until!
@@ -350,20 +368,7 @@ export function createCloudExportService(deps: {
           providerState: result.state,
         })
         if (updated)
-          await audit.recordInTransaction(tx, {
-            tenantId: row.tenant_id,
-            actor: 'system:cloud-export',
-            action: 'keys.cloud_export.sync',
-            resource: `key:${row.key_id}`,
-            keyVersion: version,
-            outcome: 'success',
-            details: {
-              exportId: row.id,
-              provider: row.provider,
-              providerKeyId: result.providerKeyId.slice(0, 500),
-              attempt: row.attempts,
-            },
-          })
+          await recordSync(tx, row, 'success', { providerKeyId: result.providerKeyId.slice(0, 500) })
         return updated
       })
       return recorded !== undefined
@@ -384,22 +389,7 @@ export function createCloudExportService(deps: {
           message: failure.message,
           retryAt,
         })
-        if (updated)
-          await audit.recordInTransaction(tx, {
-            tenantId: row.tenant_id,
-            actor: 'system:cloud-export',
-            action: 'keys.cloud_export.sync',
-            resource: `key:${row.key_id}`,
-            keyVersion: version,
-            outcome: 'failure',
-            details: {
-              exportId: row.id,
-              provider: row.provider,
-              error: failure.code,
-              attempt: row.attempts,
-              willRetry: retry,
-            },
-          })
+        if (updated) await recordSync(tx, row, 'failure', { error: failure.code, willRetry: retry })
       })
       return false
     }

@@ -136,6 +136,16 @@ export function passwordProblems(password: string, policy: PasswordPolicy): stri
   return problems
 }
 
+/** A new account: a password to hash, one hashed beforehand, or none yet (a set-up link follows). */
+export interface NewAccount {
+  id?: string
+  email: string
+  displayName?: string | null
+  password?: string | null
+  /** A password hashed beforehand (preparePassword), so no hashing happens inside `tx`. */
+  passwordHash?: string
+}
+
 export interface AccountService {
   /** 409 `account_exists` when the realm has the address. */
   createTeamAccount(
@@ -143,18 +153,7 @@ export interface AccountService {
     tx?: Queryable,
   ): Promise<AccountView>
   /** An account of any realm (a tenant's end-users: `tenantRealm(id)`); 409 `account_exists`. */
-  createAccount(
-    realm: string,
-    input: {
-      id?: string
-      email: string
-      displayName?: string | null
-      password?: string | null
-      /** A password hashed beforehand (preparePassword), so no hashing happens inside `tx`. */
-      passwordHash?: string
-    },
-    tx?: Queryable,
-  ): Promise<AccountView>
+  createAccount(realm: string, input: NewAccount, tx?: Queryable): Promise<AccountView>
   findAccount(realm: string, email: string, tx?: Queryable): Promise<AccountView | undefined>
   get(id: string): Promise<AccountView | undefined>
   getMany(ids: readonly string[]): Promise<AccountView[]>
@@ -281,17 +280,7 @@ export function createAccountService(deps: {
     return 'ok'
   }
 
-  async function createAccount(
-    realm: string,
-    input: {
-      id?: string
-      email: string
-      displayName?: string | null
-      password?: string | null
-      passwordHash?: string
-    },
-    tx?: Queryable,
-  ): Promise<AccountView> {
+  async function createAccount(realm: string, input: NewAccount, tx?: Queryable): Promise<AccountView> {
     const email = checkEmail(input.email)
     const displayName = input.displayName?.trim() || null
     if (displayName && displayName.length > 200)

@@ -328,11 +328,12 @@ export function createIntelligenceService(deps: {
         const job = await claimJob(sql, now, leaseUntil)
         if (!job) break
         try {
+          // The tenant's keys once per claim (the "similar keys" context), not once per batch.
+          const all = await directories.keys.snapshot(job.tenant_id, MAX_KEYS)
           while (batches < max) {
             const start = job.batches_done * job.batch_size
-            const ids = job.key_ids.slice(start, start + job.batch_size)
-            const all = await directories.keys.snapshot(job.tenant_id, MAX_KEYS)
-            const batchKeys = all.filter((k) => ids.includes(k.id) && k.state === 'Active')
+            const ids = new Set(job.key_ids.slice(start, start + job.batch_size))
+            const batchKeys = all.filter((k) => ids.has(k.id) && k.state === 'Active')
             // The engine runs outside any transaction (a model may take seconds).
             const rows = await suggestionsFor(batchKeys, all, job.id, job.tenant_id)
             const done = job.batches_done + 1

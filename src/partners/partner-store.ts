@@ -60,6 +60,10 @@ export interface CommissionRow {
   paid_at: Date | null
 }
 
+/** The columns a partner row is read with (not its sealed webhook secret). */
+const PARTNER_COLUMNS =
+  'id, name, email, status, created_at, created_by, account_id, decided_at, decided_by, decision_email_status'
+
 export async function insertPartner(
   db: Queryable,
   row: Omit<PartnerRow, 'decided_at' | 'decided_by' | 'decision_email_status'>,
@@ -68,13 +72,9 @@ export async function insertPartner(
     INSERT INTO partners (id, name, email, status, created_at, created_by, account_id)
     VALUES (${row.id}, ${row.name}, ${row.email}, ${row.status}, ${row.created_at}, ${row.created_by},
       ${row.account_id})
-    RETURNING id, name, email, status, created_at, created_by, account_id, decided_at, decided_by,
-      decision_email_status`
+    RETURNING ${db.unsafe(PARTNER_COLUMNS)}`
   return created!
 }
-
-const PARTNER_COLUMNS =
-  'id, name, email, status, created_at, created_by, account_id, decided_at, decided_by, decision_email_status'
 
 export async function listPartners(
   db: Queryable,
