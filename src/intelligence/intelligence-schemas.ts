@@ -100,7 +100,7 @@ export const SuggestionQuery = Type.Object(
 export const JobSchema = Type.Object(
   {
     id: Type.String(),
-    status: Type.Enum(['running', 'completed', 'failed']),
+    status: Type.Enum(['running', 'completed']),
     totalKeys: Type.Integer(),
     processedKeys: Type.Integer(),
     batchSize: Type.Integer(),

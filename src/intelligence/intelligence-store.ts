@@ -118,7 +118,7 @@ export async function decideSuggestions(
 export interface JobRow {
   id: string
   tenant_id: string
-  status: 'running' | 'completed' | 'failed'
+  status: 'running' | 'completed'
   key_ids: string[]
   batch_size: number
   batches_done: number

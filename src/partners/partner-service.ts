@@ -290,6 +290,48 @@ export function createPartnerService(deps: {
     })
   }
 
+  /**
+   * A new partner API key (shown once, only its hash kept) with its audit line, in one
+   * transaction; `limited`: the partner's live keys are counted under its row lock first.
+   */
+  async function addKey(
+    partnerId: string,
+    name: string,
+    by: PartnerCaller | { actor: string },
+    options: { field: string; limited: boolean },
+  ) {
+    const trimmed = name.trim()
+    if (!trimmed || trimmed.length > 100) throw invalidField(options.field, 'must be 1 to 100 characters')
+    const generated = partnerKeys.generate()
+    const id = randomUUID()
+    const createdAt = clock.now()
+    const createdBy = 'partnerId' in by ? partnerActorOf(by) : by.actor
+    await sql.begin(async (tx) => {
+      if (options.limited) {
+        // One partner's key creations queue here, so the limit holds under concurrency.
+        await lockPartner(tx, partnerId)
+        if ((await countLivePartnerKeys(tx, partnerId)) >= MAX_PARTNER_KEYS)
+          throw new AppError(
+            409,
+            'partner_key_limit',
+            `A partner holds at most ${MAX_PARTNER_KEYS} live API keys: revoke one first`,
+            { limit: MAX_PARTNER_KEYS },
+          )
+      }
+      await insertPartnerKey(tx, {
+        id,
+        partner_id: partnerId,
+        name: trimmed,
+        lookup_id: generated.lookupId,
+        secret_hash: generated.secretHash,
+        created_at: createdAt,
+        created_by: createdBy,
+      })
+      await record(tx, partnerId, by, 'partner.api_key.create', `partnerkey:${id}`, { name: trimmed })
+    })
+    return { id, name: trimmed, lookupId: generated.lookupId, key: generated.key, createdAt, createdBy }
+  }
+
   /** The tenant's referral, if any and active, becomes converted; `referral.converted` is sent. */
   function convertTenant(tenantId: string): Promise<boolean> {
     return sql.begin(async (tx) => {
@@ -444,42 +486,15 @@ export function createPartnerService(deps: {
       return toPartnerView(row)
     },
     async issueKey(caller, name) {
-      const trimmed = name.trim()
-      if (!trimmed || trimmed.length > 100) throw invalidField('body/name', 'must be 1 to 100 characters')
-      const generated = partnerKeys.generate()
-      const id = randomUUID()
-      const now = clock.now()
-      await sql.begin(async (tx) => {
-        // One partner's key creations queue here, so the limit holds under concurrency.
-        await lockPartner(tx, caller.partnerId)
-        if ((await countLivePartnerKeys(tx, caller.partnerId)) >= MAX_PARTNER_KEYS)
-          throw new AppError(
-            409,
-            'partner_key_limit',
-            `A partner holds at most ${MAX_PARTNER_KEYS} live API keys: revoke one first`,
-            { limit: MAX_PARTNER_KEYS },
-          )
-        await insertPartnerKey(tx, {
-          id,
-          partner_id: caller.partnerId,
-          name: trimmed,
-          lookup_id: generated.lookupId,
-          secret_hash: generated.secretHash,
-          created_at: now,
-          created_by: partnerActorOf(caller),
-        })
-        await record(tx, caller.partnerId, caller, 'partner.api_key.create', `partnerkey:${id}`, {
-          name: trimmed,
-        })
-      })
+      const made = await addKey(caller.partnerId, name, caller, { field: 'body/name', limited: true })
       return {
-        id,
-        name: trimmed,
-        prefix: keyPrefix(generated.lookupId),
-        createdAt: now.toISOString(),
-        createdBy: partnerActorOf(caller),
+        id: made.id,
+        name: made.name,
+        prefix: keyPrefix(made.lookupId),
+        createdAt: made.createdAt.toISOString(),
+        createdBy: made.createdBy,
         revokedAt: null,
-        key: generated.key,
+        key: made.key,
       }
     },
     async listKeys(caller) {
@@ -516,24 +531,9 @@ export function createPartnerService(deps: {
     },
     async createKey(partnerId, name, by) {
       if (!(await getPartner(sql, partnerId))) throw notFound('partner_not_found', 'Partner')
-      if (!name.trim() || name.length > 100) throw invalidField('name', 'must be 1 to 100 characters')
-      const generated = partnerKeys.generate()
-      const id = randomUUID()
-      await sql.begin(async (tx) => {
-        await insertPartnerKey(tx, {
-          id,
-          partner_id: partnerId,
-          name: name.trim(),
-          lookup_id: generated.lookupId,
-          secret_hash: generated.secretHash,
-          created_at: clock.now(),
-          created_by: by,
-        })
-        await record(tx, partnerId, { actor: by }, 'partner.api_key.create', `partnerkey:${id}`, {
-          name: name.trim(),
-        })
-      })
-      return { id, key: generated.key }
+      // The operator's keys are not counted against the portal's limit.
+      const made = await addKey(partnerId, name, { actor: by }, { field: 'name', limited: false })
+      return { id: made.id, key: made.key }
     },
     async authenticate(presented) {
       const lookupId = partnerKeys.lookupIdOf(presented)
