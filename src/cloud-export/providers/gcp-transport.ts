@@ -1,5 +1,4 @@
 import { type KeyObject, sign } from 'node:crypto'
-import type { IncomingHttpHeaders } from 'node:http'
 import { KeyManagementServiceClient } from '@google-cloud/kms'
 import { OAuth2Client } from 'google-auth-library'
 import {
@@ -9,6 +8,7 @@ import {
   type OutboundResponse,
 } from '../../outbound/outbound-client.ts'
 import { CloudProviderError } from '../provider.ts'
+import { guardedFetch, MAX_CLOUD_RESPONSE_BYTES } from './guarded-fetch.ts'
 
 /**
  * Cloud KMS through the official SDK (@google-cloud/kms) in its REST transport, with every
@@ -79,10 +79,6 @@ const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
 /** Google accepts assertions valid for at most an hour. */
 const ASSERTION_LIFETIME_SECONDS = 3600
 /** Cloud KMS answers are small JSON documents (a key, an import job, a PEM); this bounds a hostile one. */
-const MAX_RESPONSE_BYTES = 1024 * 1024
-const METHODS: readonly OutboundRequest['method'][] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']
-/** Statuses whose Response must have no body (the Fetch standard refuses one). */
-const NULL_BODY_STATUSES = new Set([204, 205, 304])
 /** Error codes may be shown to the tenant: anything else a server puts there is dropped. */
 const SAFE_CODE = /^[A-Za-z0-9_.-]{1,64}$/
 /** An access token goes into a header: printable ASCII only. */
@@ -185,42 +181,12 @@ function signAssertion(privateKey: KeyObject, claims: Record<string, string | nu
 }
 
 /**
- * A fetch for Gaxios over the guarded client. Transport failures are thrown as the OutboundError
- * they are (and noted in the journal); the SDK wraps them, the adapter reads the journal.
+ * A fetch for Gaxios over the guarded client (guarded-fetch.ts). Transport failures are thrown as
+ * the OutboundError they are and noted in the journal; the SDK wraps them, the adapter reads the
+ * journal.
  */
 function createGuardedFetch(exchange: ExchangeOptions): typeof fetch {
-  return async (input, init) => {
-    // Request normalises what Gaxios passes (a URL, Headers, a string body) and drops the rest
-    // (its `agent`, `responseType`, `validateStatus`).
-    const request = new Request(input, init)
-    const method = request.method.toUpperCase() as OutboundRequest['method']
-    if (!METHODS.includes(method)) throw new TypeError('unsupported HTTP method')
-    const body = method === 'GET' || method === 'HEAD' ? undefined : Buffer.from(await request.arrayBuffer())
-    try {
-      const answer = await send(exchange, 'kms', {
-        url: new URL(request.url),
-        method,
-        headers: Object.fromEntries(request.headers),
-        ...(body && body.length > 0 ? { body } : {}),
-        signal: request.signal,
-      })
-      if (answer.status < 200 || answer.status > 599) {
-        throw new CloudProviderError(
-          'cloud_unexpected_response',
-          `Cloud KMS answered with HTTP status ${answer.status}`,
-          false,
-        )
-      }
-      return new Response(NULL_BODY_STATUSES.has(answer.status) ? null : answer.body, {
-        status: answer.status,
-        headers: toHeaders(answer.headers),
-      })
-    } finally {
-      // An import request's body holds the wrapped key: wiped once sent (the JSON string the SDK
-      // built it from is immutable and left to the garbage collector).
-      body?.fill(0)
-    }
-  }
+  return guardedFetch((request) => send(exchange, 'kms', request), 'Cloud KMS')
 }
 
 async function send(
@@ -232,7 +198,7 @@ async function send(
     const answer = await exchange.outbound.request({
       ...request,
       timeoutMs: exchange.timeoutMs,
-      maxResponseBytes: MAX_RESPONSE_BYTES,
+      maxResponseBytes: MAX_CLOUD_RESPONSE_BYTES,
       oversize: 'fail',
     })
     exchange.journal.last = {
@@ -261,15 +227,6 @@ function parseJson(body: Buffer): Record<string, unknown> | undefined {
   } catch {
     return undefined
   }
-}
-
-function toHeaders(incoming: IncomingHttpHeaders): Headers {
-  const headers = new Headers()
-  for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined) continue
-    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
-  }
-  return headers
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>

@@ -1,8 +1,8 @@
-import type { IncomingHttpHeaders } from 'node:http'
 import { createAdvancedClient, withHTTPClient, withProfile } from '@scaleway/sdk-client'
 import { API as KeyManagerApi } from '@scaleway/sdk-key-manager/v1alpha1'
-import type { OutboundClient, OutboundRequest } from '../../outbound/outbound-client.ts'
+import type { OutboundClient } from '../../outbound/outbound-client.ts'
 import { CloudProviderError, type ConnectionContext } from '../provider.ts'
+import { guardedFetch, MAX_CLOUD_RESPONSE_BYTES } from './guarded-fetch.ts'
 
 /**
  * The Scaleway SDK with its HTTP transport replaced: the client's `httpClient` setting (any
@@ -12,14 +12,6 @@ import { CloudProviderError, type ConnectionContext } from '../provider.ts'
  * `createAdvancedClient`: `createClient` reads only the profile fields and silently keeps the
  * global fetch.
  */
-
-/** A Key Manager answer is a key, a key list or a PEM: far below this. */
-const MAX_RESPONSE_BYTES = 1024 * 1024
-
-const METHODS: readonly OutboundRequest['method'][] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']
-
-/** Statuses whose Response must have no body (the Fetch standard refuses one). */
-const NULL_BODY_STATUSES = new Set([204, 205, 304])
 
 /** The settings and credentials a Key Manager client needs, as parseSettings/parseCredentials return them. */
 export interface ScalewayConnection {
@@ -63,51 +55,16 @@ export function createKeyManagerApi(
   return new KeyManagerApi(client)
 }
 
-/**
- * A fetch for the SDK over the guarded client. Transport failures are thrown as the
- * OutboundError they are (the SDK has no error interceptor here, so they reach the caller as is).
- */
+/** A fetch for the SDK over the guarded client (guarded-fetch.ts). */
 export function createGuardedFetch(outbound: OutboundClient, timeoutMs: number): typeof fetch {
-  return async (input, init) => {
-    const request = new Request(input, init)
-    const method = request.method.toUpperCase() as OutboundRequest['method']
-    if (!METHODS.includes(method)) throw new TypeError('unsupported HTTP method')
-    const body = method === 'GET' || method === 'HEAD' ? undefined : Buffer.from(await request.arrayBuffer())
-    try {
-      const response = await outbound.request({
-        url: new URL(request.url),
-        method,
-        headers: Object.fromEntries(request.headers),
-        ...(body && body.length > 0 ? { body } : {}),
+  return guardedFetch(
+    (request) =>
+      outbound.request({
+        ...request,
         timeoutMs,
-        maxResponseBytes: MAX_RESPONSE_BYTES,
+        maxResponseBytes: MAX_CLOUD_RESPONSE_BYTES,
         oversize: 'fail',
-        signal: request.signal,
-      })
-      if (response.status < 200 || response.status > 599) {
-        throw new CloudProviderError(
-          'cloud_unexpected_response',
-          `Scaleway answered with HTTP status ${response.status}`,
-          false,
-        )
-      }
-      return new Response(NULL_BODY_STATUSES.has(response.status) ? null : response.body, {
-        status: response.status,
-        headers: toHeaders(response.headers),
-      })
-    } finally {
-      // An import request's body holds the key material: wiped once sent (the JSON string the
-      // SDK built it from is immutable and left to the garbage collector).
-      body?.fill(0)
-    }
-  }
-}
-
-function toHeaders(incoming: IncomingHttpHeaders): Headers {
-  const headers = new Headers()
-  for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined) continue
-    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
-  }
-  return headers
+      }),
+    'Scaleway',
+  )
 }
