@@ -340,11 +340,21 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       const rotated = await api('POST', `/keys/${key.id}/rotate`)
       assert.equal(rotated.status, 200, rotated.text)
       assert.equal(rotated.body.version, 2)
-      // New credentials (rotation of the connection's secret): the pending sync goes through.
+      const due = await api('GET', `/keys/${key.id}/cloud-exports/${created.body.id}`)
+      assert.equal(due.body.desiredVersion, 2, 'the rotation made version 2 due')
+      // That push may run (and be refused again) before the credentials change: whichever, once
+      // they are fixed (rotation of the connection's secret), a sync takes version 2 there.
+      await settled(
+        key.id,
+        created.body.id,
+        (e) => e.syncStatus === 'failed',
+        'the push with the old credentials',
+      )
       const fixed = await api('PUT', `/cloud-connections/${conn.id}/credentials`, {
         credentials: spec.credentials(fake),
       })
       assert.equal(fixed.status, 200, fixed.text)
+      assert.equal((await api('POST', `/keys/${key.id}/cloud-exports/${created.body.id}/sync`)).status, 202)
       const synced = await settled(
         key.id,
         created.body.id,
