@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
 
 /** account_otps (migration 0013): one-time codes of the identity module. */
 export interface AccountOtpRow {
@@ -18,22 +18,39 @@ export interface AccountOtpRow {
   dispatch_error: string | null
 }
 
-/** A new code for a channel revokes the account's older live ones of that channel. */
-export async function insertOtp(
-  db: Queryable,
-  row: Pick<
-    AccountOtpRow,
-    | 'id'
-    | 'account_id'
-    | 'channel'
-    | 'destination'
-    | 'code_hmac'
-    | 'code_sealed'
-    | 'master_key_id'
-    | 'created_at'
-    | 'expires_at'
-  >,
-): Promise<void> {
+/** What a new code is stored with. */
+export type NewOtp = Pick<
+  AccountOtpRow,
+  | 'id'
+  | 'account_id'
+  | 'channel'
+  | 'destination'
+  | 'code_hmac'
+  | 'code_sealed'
+  | 'master_key_id'
+  | 'created_at'
+  | 'expires_at'
+>
+
+/**
+ * A new code, unless `max` were made for the account and channel since `since`: false then. The
+ * count and the insert run under a lock of the account and channel, so simultaneous sends cannot
+ * all see room for one more. A new code revokes the account's older live ones of that channel.
+ */
+export async function insertOtpWithinLimit(
+  sql: Sql,
+  row: NewOtp,
+  limit: { since: Date; max: number },
+): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`kms:otp-send:${row.account_id}:${row.channel}`}, 0))`
+    if ((await countSentSince(tx, row.account_id, row.channel, limit.since)) >= limit.max) return false
+    await insertOtp(tx, row)
+    return true
+  })
+}
+
+async function insertOtp(db: Queryable, row: NewOtp): Promise<void> {
   await db`
     UPDATE account_otps SET revoked_at = ${row.created_at}, code_sealed = NULL
     WHERE account_id = ${row.account_id} AND channel = ${row.channel} AND consumed_at IS NULL AND revoked_at IS NULL`
@@ -44,7 +61,7 @@ export async function insertOtp(
       ${row.master_key_id}, ${row.created_at}, ${row.expires_at}, 'queued')`
 }
 
-export async function countSentSince(
+async function countSentSince(
   db: Queryable,
   accountId: string,
   channel: AccountOtpRow['channel'],
@@ -56,35 +73,44 @@ export async function countSentSince(
   return row!.n
 }
 
-export async function liveOtp(
+/**
+ * Takes one try from the account's newest live code of the channel before it is compared, or
+ * none when the code has had `max` tries: simultaneous guesses get at most `max` comparisons,
+ * where counting after the comparison let every guess that started before the first failure
+ * landed through. `failed_attempts` counts the tries taken; a right one is given back (consumeOtp).
+ */
+export async function reserveOtpTry(
   db: Queryable,
   accountId: string,
   channel: AccountOtpRow['channel'],
   now: Date,
+  max: number,
 ): Promise<AccountOtpRow | undefined> {
   const [row] = await db<AccountOtpRow[]>`
-    SELECT * FROM account_otps
-    WHERE account_id = ${accountId} AND channel = ${channel} AND consumed_at IS NULL AND revoked_at IS NULL
-      AND expires_at > ${now}
-    ORDER BY created_at DESC LIMIT 1`
+    UPDATE account_otps SET failed_attempts = failed_attempts + 1
+    WHERE id = (
+        SELECT id FROM account_otps
+        WHERE account_id = ${accountId} AND channel = ${channel} AND consumed_at IS NULL AND revoked_at IS NULL
+          AND expires_at > ${now}
+        ORDER BY created_at DESC LIMIT 1)
+      AND failed_attempts < ${max} AND consumed_at IS NULL AND revoked_at IS NULL
+    RETURNING *`
   return row
 }
 
-/** Uses the code once: false when another request used it first. */
+/** Uses the code once (its try was right, so not a failed one): false when another request used it first. */
 export async function consumeOtp(db: Queryable, id: string, now: Date): Promise<boolean> {
   const rows = await db`
-    UPDATE account_otps SET consumed_at = ${now}, code_sealed = NULL
+    UPDATE account_otps SET consumed_at = ${now}, code_sealed = NULL, failed_attempts = failed_attempts - 1
     WHERE id = ${id} AND consumed_at IS NULL AND revoked_at IS NULL`
   return rows.count === 1
 }
 
-/** Counts a wrong try; the code dies at `max`. */
+/** After a wrong try (already counted): the code dies once its tries reached `max`. */
 export async function failOtp(db: Queryable, id: string, max: number, now: Date): Promise<void> {
   await db`
-    UPDATE account_otps SET failed_attempts = failed_attempts + 1,
-      revoked_at = CASE WHEN failed_attempts + 1 >= ${max} THEN ${now}::timestamptz ELSE revoked_at END,
-      code_sealed = CASE WHEN failed_attempts + 1 >= ${max} THEN NULL ELSE code_sealed END
-    WHERE id = ${id}`
+    UPDATE account_otps SET revoked_at = ${now}, code_sealed = NULL
+    WHERE id = ${id} AND failed_attempts >= ${max} AND consumed_at IS NULL AND revoked_at IS NULL`
 }
 
 export async function getOtp(db: Queryable, id: string): Promise<AccountOtpRow | undefined> {

@@ -13,14 +13,16 @@ import {
   findAccountByEmail,
   getAccount,
   getAccounts,
-  getThrottle,
   insertAccount,
-  recordFailure,
+  lockSpentCounters,
+  releaseAttempt,
+  reserveAttempt,
   setDisabled,
   setPasswordHash,
   setTotpSecret,
   setVerifiedPhone,
   sweepThrottle,
+  type ThrottleCounter,
   useTotpStep,
 } from './account-store.ts'
 import { decoyHash, hashPassword, MAX_PASSWORD_LENGTH, verifyPassword } from './password-hash.ts'
@@ -78,15 +80,23 @@ export const TEAM_PASSWORD_POLICY: PasswordPolicy = {
 }
 
 /**
- * Throttling (docs/identity.md): failures count per (account, client address) and per client
+ * Throttling (docs/identity.md): attempts count per (account, client address) and per client
  * address. Five wrong passwords for one account from one address lock that pair for 15 minutes;
  * fifty failures from one address lock the address. An attacker elsewhere never locks the owner
- * out: the owner's own address has its own count.
+ * out of the password: the owner's own address has its own count. Each attempt is counted before
+ * it is checked, so simultaneous requests get no more checks than the limits.
+ *
+ * TOTP codes count the same way, and also per account from every address together: ten wrong
+ * codes in 15 minutes lock the account's TOTP everywhere for 15 minutes. Whoever reaches the code
+ * already knows the password, and a million codes (three valid at a time) would otherwise fall
+ * to enough addresses; the price, that such a person can hold the owner's TOTP step shut, is the
+ * owner's cue to change the password.
  */
 export const THROTTLE = {
   windowMs: 15 * 60_000,
   perAccountLimit: 5,
   perAddressLimit: 50,
+  totpPerAccountLimit: 10,
   lockMs: 15 * 60_000,
 } as const
 
@@ -195,35 +205,36 @@ export function createAccountService(deps: {
   const { sql, masterKeys, clock } = deps
   const totpAad = (id: string) => `kms totp secret v1 account:${id}`
 
-  async function lockedFor(subjects: Array<[string, string]>): Promise<number> {
-    const now = clock.now().getTime()
-    let seconds = 0
-    for (const [subject, ip] of subjects) {
-      const row = await getThrottle(sql, subject, ip)
-      const until = row?.locked_until?.getTime() ?? 0
-      if (until > now) seconds = Math.max(seconds, Math.ceil((until - now) / 1000))
-    }
-    return seconds
+  /**
+   * The counters an attempt is held to: the account from this address, the address, and (for a
+   * second factor) the account from every address.
+   */
+  const countersOf = (subject: string, clientIp: string, accountWide: boolean): ThrottleCounter[] => [
+    { subject, clientIp, limit: THROTTLE.perAccountLimit },
+    { subject: '*', clientIp, limit: THROTTLE.perAddressLimit },
+    ...(accountWide ? [{ subject, clientIp: '*', limit: THROTTLE.totpPerAccountLimit }] : []),
+  ]
+
+  /** Counts the attempt before the check; the seconds to wait when a counter refuses it, else 0. */
+  async function reserve(counters: ThrottleCounter[]): Promise<number> {
+    const reservation = await reserveAttempt(sql, {
+      counters,
+      now: clock.now(),
+      windowMs: THROTTLE.windowMs,
+    })
+    return reservation.reserved ? 0 : Math.ceil(reservation.retryAfterMs / 1000)
   }
 
-  async function fail(subject: string, clientIp: string): Promise<void> {
-    const now = clock.now()
-    await recordFailure(sql, {
-      subject,
-      clientIp,
-      now,
-      windowMs: THROTTLE.windowMs,
-      limit: THROTTLE.perAccountLimit,
-      lockMs: THROTTLE.lockMs,
-    })
-    await recordFailure(sql, {
-      subject: '*',
-      clientIp,
-      now,
-      windowMs: THROTTLE.windowMs,
-      limit: THROTTLE.perAddressLimit,
-      lockMs: THROTTLE.lockMs,
-    })
+  const failed = (counters: ThrottleCounter[]) =>
+    lockSpentCounters(sql, { counters, now: clock.now(), lockMs: THROTTLE.lockMs })
+
+  /**
+   * A success clears the account's count from this address (as before the reservations), and
+   * gives its own reservation back to the shared counters without forgiving others' failures.
+   */
+  async function succeeded([pair, ...shared]: ThrottleCounter[]): Promise<void> {
+    await clearFailures(sql, pair!.subject, pair!.clientIp)
+    for (const counter of shared) await releaseAttempt(sql, counter.subject, counter.clientIp)
   }
 
   async function passwordAttempt(
@@ -232,19 +243,18 @@ export function createAccountService(deps: {
     password: string,
     clientIp: string,
   ): Promise<SignInResult> {
-    const locked = await lockedFor([
-      [subject, clientIp],
-      ['*', clientIp],
-    ])
+    // No account-wide count for passwords: it would let anyone lock the owner out from anywhere.
+    const counters = countersOf(subject, clientIp, false)
+    const locked = await reserve(counters)
     if (locked > 0) return { outcome: 'locked', retryAfterSeconds: locked }
     const candidate = password.length <= MAX_PASSWORD_LENGTH ? password : ''
     // Always one argon2id verification, against a decoy when there is no usable hash.
     const ok = await verifyPassword(candidate, row?.password_hash ?? (await decoyHash()))
     if (!ok || !row || row.password_hash === null || candidate !== password) {
-      await fail(subject, clientIp)
+      await failed(counters)
       return { outcome: 'invalid' }
     }
-    await clearFailures(sql, subject, clientIp)
+    await succeeded(counters)
     if (row.disabled_at !== null) return { outcome: 'blocked' }
     return { outcome: 'ok', account: toView(row) }
   }
@@ -255,28 +265,23 @@ export function createAccountService(deps: {
     clientIp: string,
     confirm: boolean,
   ): Promise<TotpCheck> {
-    const subject = `totp:${id}`
-    if (
-      (await lockedFor([
-        [subject, clientIp],
-        ['*', clientIp],
-      ])) > 0
-    )
-      return 'locked'
     const row = await getAccount(sql, id)
     const pending = confirm ? row?.totp_enrolled_at === null : row?.totp_enrolled_at !== null
     if (!row || !pending || !row.totp_secret_sealed || !row.totp_master_key_id) return 'invalid'
     const masterKey = masterKeys.find(row.totp_master_key_id)
     if (!masterKey) return 'invalid'
+    // Counted before the code is compared; enrolment and sign-in share the counts.
+    const counters = countersOf(`totp:${id}`, clientIp, true)
+    if ((await reserve(counters)) > 0) return 'locked'
     const secret = open(masterKey.key, row.totp_secret_sealed, totpAad(id))
     const step = matchTotp(secret, code.trim(), clock.now().getTime())
     const accepted =
       step !== undefined && (confirm ? await confirmTotp(sql, id, step) : await useTotpStep(sql, id, step))
     if (!accepted) {
-      await fail(subject, clientIp)
+      await failed(counters)
       return 'invalid'
     }
-    await clearFailures(sql, subject, clientIp)
+    await succeeded(counters)
     return 'ok'
   }
 

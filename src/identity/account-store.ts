@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
 
 /** The accounts table (migration 0008). Only the identity module reads or writes it. */
 export interface AccountRow {
@@ -122,56 +122,125 @@ export async function deleteAccount(db: Queryable, id: string): Promise<boolean>
 
 // --- sign-in throttling ------------------------------------------------------------------
 
-export interface ThrottleRow {
+/**
+ * One count an attempt is held to: an account from an address, an address (subject `*`), or an
+ * account's factor from every address together (client `*`).
+ */
+export interface ThrottleCounter {
+  subject: string
+  clientIp: string
+  limit: number
+}
+
+interface ThrottleRow {
   failures: number
   window_started_at: Date
   locked_until: Date | null
 }
 
-export async function getThrottle(
-  db: Queryable,
-  subject: string,
-  clientIp: string,
-): Promise<ThrottleRow | undefined> {
-  const [row] = await db<ThrottleRow[]>`
-    SELECT failures, window_started_at, locked_until FROM sign_in_throttle
-    WHERE subject = ${subject} AND client_ip = ${clientIp}`
-  return row
+export type Reservation = { reserved: true } | { reserved: false; retryAfterMs: number }
+
+/**
+ * Takes one attempt from every counter, or from none, before the slow check runs: a burst of
+ * simultaneous requests gets at most `limit` reservations, where counting failures after the
+ * check let every request that started before the first failure landed through. `failures`
+ * counts reservations in the window that no success has given back (the checks still running
+ * included). A counter refuses while it is locked, or while its reservations fill its limit.
+ * The rows are locked in one order (subject, client) in one transaction, so two reservations
+ * never wait on each other in a cycle.
+ */
+export async function reserveAttempt(
+  sql: Sql,
+  input: { counters: readonly ThrottleCounter[]; now: Date; windowMs: number },
+): Promise<Reservation> {
+  const { counters, now } = input
+  const nowMs = now.getTime()
+  const windowStart = new Date(nowMs - input.windowMs)
+  const subjects = counters.map((c) => c.subject)
+  const clientIps = counters.map((c) => c.clientIp)
+  return sql.begin(async (tx) => {
+    await tx`
+      INSERT INTO sign_in_throttle (subject, client_ip, failures, window_started_at)
+      SELECT subject, client_ip, 0, ${now}::timestamptz
+      FROM unnest(${subjects}::text[], ${clientIps}::text[]) AS c(subject, client_ip)
+      ORDER BY subject, client_ip
+      ON CONFLICT (subject, client_ip) DO NOTHING`
+    const rows = await tx<(ThrottleRow & { subject: string; client_ip: string })[]>`
+      SELECT subject, client_ip, failures, window_started_at, locked_until FROM sign_in_throttle
+      WHERE (subject, client_ip) IN (SELECT * FROM unnest(${subjects}::text[], ${clientIps}::text[]))
+      ORDER BY subject, client_ip
+      FOR UPDATE`
+    let retryAfterMs = 0
+    for (const row of rows) {
+      const limit = counters.find((c) => c.subject === row.subject && c.clientIp === row.client_ip)!.limit
+      const lockedUntil = row.locked_until?.getTime()
+      if (lockedUntil !== undefined && lockedUntil > nowMs) {
+        retryAfterMs = Math.max(retryAfterMs, lockedUntil - nowMs)
+        continue
+      }
+      // An ended window or an ended lock starts the count again (the UPDATE below says the same).
+      const fresh = row.window_started_at < windowStart || lockedUntil !== undefined
+      if (!fresh && row.failures >= limit) {
+        // Full with checks still running: each that fails locks the counter, so refuse until then.
+        const windowEnds = row.window_started_at.getTime() + input.windowMs
+        retryAfterMs = Math.max(retryAfterMs, windowEnds - nowMs, 1000)
+      }
+    }
+    if (retryAfterMs > 0) return { reserved: false, retryAfterMs } as const
+    await tx`
+      UPDATE sign_in_throttle SET
+        failures = CASE WHEN window_started_at < ${windowStart} OR locked_until IS NOT NULL THEN 1 ELSE failures + 1 END,
+        window_started_at = CASE WHEN window_started_at < ${windowStart} OR locked_until IS NOT NULL
+          THEN ${now}::timestamptz ELSE window_started_at END,
+        locked_until = NULL
+      WHERE (subject, client_ip) IN (SELECT * FROM unnest(${subjects}::text[], ${clientIps}::text[]))`
+    return { reserved: true } as const
+  })
 }
 
 /**
- * Counts one failure in the window (a new window when the old one ended) and locks the pair once
- * the count reaches the limit. One statement: concurrent failures cannot lose a count.
+ * After a failed check (its reservation stays counted): a counter whose reservations reached its
+ * limit is locked for `lockMs`, its count starting again after. One row per statement, so this
+ * never holds one row while waiting for another (reserveAttempt holds several, in order).
  */
-export async function recordFailure(
+export async function lockSpentCounters(
   db: Queryable,
-  input: { subject: string; clientIp: string; now: Date; windowMs: number; limit: number; lockMs: number },
-): Promise<ThrottleRow> {
-  const windowStart = new Date(input.now.getTime() - input.windowMs)
+  input: { counters: readonly ThrottleCounter[]; now: Date; lockMs: number },
+): Promise<void> {
   const lockUntil = new Date(input.now.getTime() + input.lockMs)
-  const [row] = await db<ThrottleRow[]>`
-    INSERT INTO sign_in_throttle AS t (subject, client_ip, failures, window_started_at)
-    VALUES (${input.subject}, ${input.clientIp}, 1, ${input.now})
-    ON CONFLICT (subject, client_ip) DO UPDATE SET
-      failures = CASE WHEN t.window_started_at < ${windowStart} THEN 1 ELSE t.failures + 1 END,
-      window_started_at = CASE WHEN t.window_started_at < ${windowStart} THEN ${input.now} ELSE t.window_started_at END
-    RETURNING failures, window_started_at, locked_until`
-  if (row!.failures >= input.limit) {
+  for (const c of input.counters) {
     await db`
       UPDATE sign_in_throttle SET locked_until = ${lockUntil}, failures = 0, window_started_at = ${input.now}
-      WHERE subject = ${input.subject} AND client_ip = ${input.clientIp}`
-    return { ...row!, locked_until: lockUntil }
+      WHERE subject = ${c.subject} AND client_ip = ${c.clientIp} AND failures >= ${c.limit}
+        AND (locked_until IS NULL OR locked_until <= ${input.now})`
   }
-  return row!
+}
+
+/**
+ * Gives a successful attempt's reservation back to a shared counter (an address, an account from
+ * every address): a success is not a failure, yet it forgives nobody else's failures.
+ */
+export async function releaseAttempt(db: Queryable, subject: string, clientIp: string): Promise<void> {
+  await db`
+    UPDATE sign_in_throttle SET failures = failures - 1
+    WHERE subject = ${subject} AND client_ip = ${clientIp} AND failures > 0`
 }
 
 export async function clearFailures(db: Queryable, subject: string, clientIp: string): Promise<void> {
   await db`DELETE FROM sign_in_throttle WHERE subject = ${subject} AND client_ip = ${clientIp}`
 }
 
+/**
+ * Deletes rows whose window and lock both ended before `before`. Rows a reservation holds are
+ * skipped, not waited for: deleting many rows in no set order while waiting could close a cycle
+ * with a reservation that holds several (a deadlock); they go in a later sweep.
+ */
 export async function sweepThrottle(db: Queryable, before: Date): Promise<number> {
   const rows = await db`
     DELETE FROM sign_in_throttle
-    WHERE window_started_at < ${before} AND (locked_until IS NULL OR locked_until < ${before})`
+    WHERE (subject, client_ip) IN (
+      SELECT subject, client_ip FROM sign_in_throttle
+      WHERE window_started_at < ${before} AND (locked_until IS NULL OR locked_until < ${before})
+      FOR UPDATE SKIP LOCKED)`
   return rows.count
 }

@@ -9,12 +9,11 @@ import { SmsError, type SmsSender } from '../sms/sms-sender.ts'
 import {
   type AccountOtpRow,
   consumeOtp,
-  countSentSince,
   failOtp,
   getOtp,
-  insertOtp,
-  liveOtp,
+  insertOtpWithinLimit,
   recordOtpDispatch,
+  reserveOtpTry,
 } from './account-otp-store.ts'
 
 export type OtpChannel = AccountOtpRow['channel']
@@ -70,33 +69,32 @@ export function createOneTimeCodes(deps: {
   return {
     async send({ accountId, channel, destination }) {
       const now = clock.now()
-      const recent = await countSentSince(
-        sql,
-        accountId,
-        channel,
-        new Date(now.getTime() - OTP_POLICY.windowMs),
-      )
-      if (recent >= OTP_POLICY.sendsPerWindow) return 'rate_limited'
       const id = randomUUID()
       const code = String(randomInt(0, 10 ** OTP_POLICY.digits)).padStart(OTP_POLICY.digits, '0')
       const primary = deps.masterKeys.primary
-      await insertOtp(sql, {
-        id,
-        account_id: accountId,
-        channel,
-        destination,
-        code_hmac: mac(hmacKey(primary.id)!, id, code),
-        code_sealed: seal(primary.key, Buffer.from(code, 'utf8'), aad(id)),
-        master_key_id: primary.id,
-        created_at: now,
-        expires_at: new Date(now.getTime() + OTP_POLICY.lifetimeMs),
-      })
+      const inserted = await insertOtpWithinLimit(
+        sql,
+        {
+          id,
+          account_id: accountId,
+          channel,
+          destination,
+          code_hmac: mac(hmacKey(primary.id)!, id, code),
+          code_sealed: seal(primary.key, Buffer.from(code, 'utf8'), aad(id)),
+          master_key_id: primary.id,
+          created_at: now,
+          expires_at: new Date(now.getTime() + OTP_POLICY.lifetimeMs),
+        },
+        { since: new Date(now.getTime() - OTP_POLICY.windowMs), max: OTP_POLICY.sendsPerWindow },
+      )
+      if (!inserted) return 'rate_limited'
       await deps.mailQueue?.enqueueCode({ otpId: id }).catch(() => {})
       return 'queued'
     },
     async verify({ accountId, channel, code }) {
       const now = clock.now()
-      const row = await liveOtp(sql, accountId, channel, now)
+      // The try is counted before the comparison (account-wide: the code is the account's).
+      const row = await reserveOtpTry(sql, accountId, channel, now, OTP_POLICY.maxFailedAttempts)
       const key = row ? hmacKey(row.master_key_id) : undefined
       if (!row || !key) return 'invalid'
       const candidate = CODE.test(code) ? code : '------'
