@@ -187,8 +187,9 @@ describe('access requests and SAML federation in Chromium', () => {
       body: { name: 'Federated users', action: 'Allow', priority: 1 },
     })
     assert.equal(allow.status, 201, allow.text)
+    // Registering an IdP is an owner's or admin's session (API keys are refused).
     const registered = await service.request('POST', '/api/v1/saml-identity-providers', {
-      key: tenant.key,
+      headers: admin.headers,
       body: {
         name: 'Acme Corp',
         entityId: idp.entityId,

@@ -17,13 +17,17 @@ import { type AuditView, startTestService, type TestService } from './helpers/se
 import {
   type ConsoleClient,
   CookieJar,
+  consoleClient,
   follow,
+  type MemberSession,
+  memberSession,
   type PageResponse,
   page,
   refreshTargetOf,
 } from './helpers/sign-in.ts'
 
 const APP_REDIRECT = 'http://127.0.0.1:9/app-callback'
+const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
 const IDP_ENTITY = 'https://idp.acme.example/saml'
 const IDP_SSO = 'https://idp.acme.example/saml/sso'
 const DAY = 24 * 3600_000
@@ -41,12 +45,20 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
   let tenant: { tenantId: string; key: string }
   let app: { id: string; clientId: string }
   let client: ConsoleClient
+  /** Registering and changing IdPs is an owner's or admin's (a session; API keys are refused). */
+  let owner: MemberSession
   let idpKey: TestCertificate
   let idp: { id: string; serviceProvider: { entityId: string; acsUrl: string; metadataUrl: string } }
 
   before(async () => {
-    service = await startTestService()
+    service = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: CONSOLE_REDIRECT })
     tenant = await service.createTenant()
+    owner = await memberSession(
+      service,
+      await consoleClient(service.baseUrl, CONSOLE_REDIRECT),
+      tenant.tenantId,
+      'tenant:owner',
+    )
     const created = await service.request('POST', '/api/v1/applications', {
       key: tenant.key,
       body: { name: 'Orders', applicationType: 'spa', redirectUris: [APP_REDIRECT] },
@@ -56,7 +68,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
     client = await applicationClient(service.baseUrl, app.clientId, APP_REDIRECT)
     idpKey = await makeCertificate()
     const registered = await service.request('POST', '/api/v1/saml-identity-providers', {
-      key: tenant.key,
+      headers: owner.headers,
       body: {
         name: 'Acme Corp',
         entityId: IDP_ENTITY,
@@ -74,7 +86,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
 
   const register = (certificate: string, entityId = `https://idp-${crypto.randomUUID()}.example/saml`) =>
     service.request('POST', '/api/v1/saml-identity-providers', {
-      key: tenant.key,
+      headers: owner.headers,
       body: { name: 'Another', entityId, ssoUrl: IDP_SSO, certificate },
     })
 
@@ -123,7 +135,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
     assert.equal(futureAnswer.body.error, 'certificate_not_yet_valid')
     // The same checks on a change of certificate.
     const patched = await service.request('PATCH', `/api/v1/saml-identity-providers/${pem.body.id}`, {
-      key: tenant.key,
+      headers: owner.headers,
       body: { certificate: expired.body },
     })
     assert.equal(patched.status, 400)
@@ -374,7 +386,7 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
       body: { name: 'Other', applicationType: 'spa', redirectUris: [APP_REDIRECT] },
     })
     const limited = await service.request('POST', '/api/v1/saml-identity-providers', {
-      key: tenant.key,
+      headers: owner.headers,
       body: {
         name: 'Limited IdP',
         entityId: 'https://limited.example/saml',

@@ -151,12 +151,15 @@ const ROWS: ScopeRow[] = [
     ],
     'certificates:read',
   ),
-  readRow('applications', [
-    '/applications',
-    `/applications/${ID}`,
-    '/saml-identity-providers',
-    `/saml-identity-providers/${ID}`,
-  ]),
+  // SAML registrations are read with applications:read, but changed only by owner and admin
+  // sessions (403 forbidden to every key, test/saml-link-safety.test.ts): probed with GET only.
+  (() => {
+    const row = readRow('applications', ['/applications', `/applications/${ID}`])
+    return {
+      ...row,
+      grants: [...row.grants, get('/saml-identity-providers'), get(`/saml-identity-providers/${ID}`)],
+    }
+  })(),
   writeRow(
     'applications',
     [
@@ -164,9 +167,6 @@ const ROWS: ScopeRow[] = [
       write('PUT', `/applications/${ID}`),
       write('POST', `/applications/${ID}/rotate-secret`),
       write('DELETE', `/applications/${ID}`),
-      write('POST', '/saml-identity-providers'),
-      write('PATCH', `/saml-identity-providers/${ID}`),
-      write('DELETE', `/saml-identity-providers/${ID}`),
     ],
     'applications:read',
   ),

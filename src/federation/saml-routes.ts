@@ -15,13 +15,25 @@ import type { FederationService } from './saml-service.ts'
 const TAGS = ['SAML federation']
 const PATH = '/saml-identity-providers'
 
+/**
+ * Who reads registrations: whoever may read applications (developers, viewers, keys with
+ * applications:read); a registration holds nothing secret, and developers need its SP values.
+ */
+const READ = access.scope('applications:read')
+/**
+ * Who changes them: owner and admin sessions only (issue 30). A registered IdP's certificate signs
+ * whatever addresses it likes, so registering one is deciding who may sign in as the tenant's
+ * end-users: tenant administration, a person's act. Developers and API keys get 403 `forbidden`.
+ */
+const MANAGE = access.role('tenant:owner', 'tenant:admin')
+
 /** A tenant's external SAML identity providers (docs/identity.md "SAML federation"). */
 export function samlRoutes(federation: FederationService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.get(
       PATH,
       {
-        config: { access: access.scope('applications:read') },
+        config: { access: READ },
         schema: {
           tags: TAGS,
           summary: 'Registered SAML identity providers',
@@ -35,7 +47,7 @@ export function samlRoutes(federation: FederationService): FastifyPluginAsyncTyp
     app.get(
       `${PATH}/:id`,
       {
-        config: { access: access.scope('applications:read') },
+        config: { access: READ },
         schema: {
           tags: TAGS,
           summary: 'One SAML identity provider, with the SP values to give it',
@@ -49,7 +61,7 @@ export function samlRoutes(federation: FederationService): FastifyPluginAsyncTyp
     app.post(
       PATH,
       {
-        config: { access: access.scope('applications:write') },
+        config: { access: MANAGE },
         schema: {
           tags: TAGS,
           summary: 'Register a SAML identity provider (its certificate is checked now)',
@@ -66,7 +78,7 @@ export function samlRoutes(federation: FederationService): FastifyPluginAsyncTyp
     app.patch(
       `${PATH}/:id`,
       {
-        config: { access: access.scope('applications:write') },
+        config: { access: MANAGE },
         schema: {
           tags: TAGS,
           summary: 'Change a registration (a new certificate is checked as at registration)',
@@ -81,7 +93,7 @@ export function samlRoutes(federation: FederationService): FastifyPluginAsyncTyp
     app.delete(
       `${PATH}/:id`,
       {
-        config: { access: access.scope('applications:write') },
+        config: { access: MANAGE },
         schema: {
           tags: TAGS,
           summary: 'Remove a registration (its users keep their accounts)',

@@ -17,6 +17,9 @@ const AttributeMappingSchema = Type.Object(
   },
 )
 
+const TRUST =
+  'Trust this IdP to link its first sign-in of an address to an existing end-user who has a password or a second factor (otherwise that sign-in is refused and the person signs in with their password). Setting or clearing it is audited federation.saml_idp.link_trust'
+
 const fields = {
   name: Printable(SAML_LIMITS.nameChars, 'Shown on the sign-in button ("Sign in with <name>")'),
   entityId: Printable(SAML_LIMITS.entityIdChars, 'The IdP’s entity id: the Issuer of its responses'),
@@ -37,6 +40,12 @@ const fields = {
       description: 'Applications whose sign-in page offers this IdP; empty or absent: every application',
     }),
   ),
+  linkByVerifiedEmail: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description: `${TRUST}. Default false`,
+    }),
+  ),
 }
 
 export const SamlIdpSchema = Type.Object(
@@ -53,6 +62,9 @@ export const SamlIdpSchema = Type.Object(
       { additionalProperties: false },
     ),
     applicationIds: Type.Array(Type.String()),
+    linkByVerifiedEmail: Type.Boolean({
+      description: 'Trusted to link to end-users who have a password or a factor, by address',
+    }),
     serviceProvider: Type.Object(
       {
         entityId: Type.String({ description: 'The SP entity id (the audience) to give the IdP' }),
@@ -96,6 +108,8 @@ export const SamlIdpPatchBody = Type.Object(
     certificate: Type.Optional(fields.certificate),
     attributeMapping: fields.attributeMapping,
     applicationIds: fields.applicationIds,
+    // No default here: a change that does not name the flag keeps it.
+    linkByVerifiedEmail: Type.Optional(Type.Boolean({ description: TRUST })),
   },
   { additionalProperties: false, minProperties: 1, examples: [{ certificate: 'MIIC8DCCAdigAwIBAgIQ...' }] },
 )

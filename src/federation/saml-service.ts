@@ -68,6 +68,12 @@ export interface SamlIdpInput {
   certificate: string
   attributeMapping?: AttributeMapping | undefined
   applicationIds?: string[] | undefined
+  /**
+   * Trusted to link a first sign-in to an existing end-user who has a password or a second factor,
+   * by the address it asserts (default false). Only owners and admins register IdPs at all (the
+   * routes' access), and setting it is audited `federation.saml_idp.link_trust`.
+   */
+  linkByVerifiedEmail?: boolean | undefined
 }
 
 export type SamlIdpPatch = Partial<SamlIdpInput>
@@ -82,6 +88,7 @@ export interface SamlIdpView {
   certificateNotAfter: string
   attributeMapping: AttributeMapping
   applicationIds: string[]
+  linkByVerifiedEmail: boolean
   /** What to enter at the IdP: this registration's SP entity id, ACS URL and metadata. */
   serviceProvider: { entityId: string; acsUrl: string; metadataUrl: string }
   createdAt: string
@@ -98,25 +105,43 @@ export type FederationFailure =
   | 'unknown_request'
   | 'missing_email'
   | 'blocked'
+  /** The address is an end-user's who has a password or a factor, and the IdP is not trusted to link. */
+  | 'account_has_credentials'
 
 export class FederationError extends Error {
   readonly reason: FederationFailure
-  constructor(reason: FederationFailure, detail?: string) {
-    super(detail ? `${reason}: ${detail}` : reason)
+  /** The sign-in the refused response answered, when known: the page links back to it. */
+  readonly interactionUid: string | undefined
+  constructor(reason: FederationFailure, options: { detail?: string; interactionUid?: string } = {}) {
+    super(options.detail ? `${reason}: ${options.detail}` : reason)
     this.reason = reason
+    this.interactionUid = options.interactionUid
   }
 }
+
+/**
+ * The end-user a first sign-in is linked to, as the end-users module decides it: a new one, an
+ * existing one, or a refusal (blocked; or it has credentials of its own and the IdP is not trusted).
+ */
+export type FederatedAccountResult =
+  | { outcome: 'created' | 'existing' | 'existing_by_trust'; accountId: string }
+  | { outcome: 'blocked' }
+  | { outcome: 'has_credentials'; accountId: string }
 
 /** What federation needs of the other modules. */
 export interface FederationDirectories {
   applicationExists(tenantId: string, applicationId: string): Promise<boolean>
-  /** The tenant's end-user with this address, created when new; undefined when blocked. */
+  /**
+   * The tenant's end-user with this address, created when new. An existing one with a password or
+   * a factor only when `linkByVerifiedEmail` (the registration's trust flag).
+   */
   federatedAccount(input: {
     tenantId: string
     email: string
     displayName: string | null
     idpId: string
-  }): Promise<string | undefined>
+    linkByVerifiedEmail: boolean
+  }): Promise<FederatedAccountResult>
 }
 
 export interface FederationService {
@@ -221,6 +246,7 @@ export function createFederationService(deps: {
     certificateNotAfter: row.certificate_not_after.toISOString(),
     attributeMapping: row.attribute_mapping,
     applicationIds: row.application_ids,
+    linkByVerifiedEmail: row.link_by_verified_email,
     serviceProvider: spOf(row.id),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
@@ -246,6 +272,7 @@ export function createFederationService(deps: {
       certificate_not_after: certificate.notAfter,
       attribute_mapping: { email: mapping.email, ...(mapping.name ? { name: mapping.name } : {}) },
       application_ids: applicationIds,
+      link_by_verified_email: input.linkByVerifiedEmail ?? false,
     }
   }
 
@@ -256,10 +283,21 @@ export function createFederationService(deps: {
     certificate: row.certificate,
     attributeMapping: row.attribute_mapping,
     applicationIds: row.application_ids,
+    linkByVerifiedEmail: row.link_by_verified_email,
   })
 
-  /** Stores a registration (new, or changed) with its audit record, in one transaction. */
-  async function write(actor: Actor, id: string, verb: 'create' | 'update', fields: SamlIdpFields) {
+  /**
+   * Stores a registration (new, or changed) with its audit record, in one transaction. `trustWas`:
+   * the trust flag before (false for a new registration); a change of it gets a record of its own,
+   * so that who made an IdP able to take over accounts by address is one search away.
+   */
+  async function write(
+    actor: Actor,
+    id: string,
+    verb: 'create' | 'update',
+    fields: SamlIdpFields,
+    trustWas: boolean,
+  ) {
     try {
       return await sql.begin(async (tx) => {
         const row =
@@ -272,8 +310,20 @@ export function createFederationService(deps: {
           action: `federation.saml_idp.${verb}`,
           resource: `saml_idp:${id}`,
           outcome: 'success',
-          details: { entityId: fields.entity_id, certificateSha256: fields.certificate_sha256 },
+          details: {
+            entityId: fields.entity_id,
+            certificateSha256: fields.certificate_sha256,
+            linkByVerifiedEmail: fields.link_by_verified_email,
+          },
         })
+        if (fields.link_by_verified_email !== trustWas)
+          await audit.recordInTransaction(tx, {
+            ...actor,
+            action: 'federation.saml_idp.link_trust',
+            resource: `saml_idp:${id}`,
+            outcome: 'success',
+            details: { entityId: fields.entity_id, linkByVerifiedEmail: fields.link_by_verified_email },
+          })
         return toView(row)
       })
     } catch (err) {
@@ -338,7 +388,12 @@ export function createFederationService(deps: {
     return typeof first === 'string' ? first.trim() : undefined
   }
 
-  async function refuse(idp: SamlIdpRow | undefined, reason: FederationFailure, clientIp: string | null) {
+  async function refuse(
+    idp: SamlIdpRow | undefined,
+    reason: FederationFailure,
+    clientIp: string | null,
+    more: { details?: Record<string, string>; interactionUid?: string } = {},
+  ) {
     if (idp)
       await audit.record({
         tenantId: idp.tenant_id,
@@ -347,9 +402,9 @@ export function createFederationService(deps: {
         resource: `saml_idp:${idp.id}`,
         outcome: 'denied',
         clientIp,
-        details: { reason },
+        details: { reason, ...more.details },
       })
-    return new FederationError(reason)
+    return new FederationError(reason, more.interactionUid ? { interactionUid: more.interactionUid } : {})
   }
 
   return {
@@ -363,12 +418,13 @@ export function createFederationService(deps: {
       return toView(row)
     },
     async create(actor, input) {
-      return write(actor, randomUUID(), 'create', await fieldsOf(actor.tenantId, input))
+      return write(actor, randomUUID(), 'create', await fieldsOf(actor.tenantId, input), false)
     },
     async update(actor, id, patch) {
       const current = await getIdp(sql, actor.tenantId, id)
       if (!current) throw missing()
-      return write(actor, id, 'update', await fieldsOf(actor.tenantId, applyPatch(inputOf(current), patch)))
+      const fields = await fieldsOf(actor.tenantId, applyPatch(inputOf(current), patch))
+      return write(actor, id, 'update', fields, current.link_by_verified_email)
     },
     async remove(actor, id) {
       await sql.begin(async (tx) => {
@@ -458,25 +514,39 @@ export function createFederationService(deps: {
       })
       if (!answered) throw await refuse(idp, 'replayed', clientIp)
       let accountId = await findFederatedAccount(sql, idp.id, nameId.slice(0, 512))
+      /** How the subject came to its account, on its first sign-in (audited with it). */
+      let linked: string | undefined
       if (!accountId) {
         const email = attributeOf(profile, idp.attribute_mapping.email)
         if (!email) throw await refuse(idp, 'missing_email', clientIp)
         const displayName = idp.attribute_mapping.name
           ? (attributeOf(profile, idp.attribute_mapping.name)?.slice(0, 200) ?? null)
           : null
+        let found: FederatedAccountResult
         try {
-          accountId = await deps.directories.federatedAccount({
+          found = await deps.directories.federatedAccount({
             tenantId: idp.tenant_id,
             email,
             displayName,
             idpId: idp.id,
+            linkByVerifiedEmail: idp.link_by_verified_email,
           })
         } catch (err) {
           if (err instanceof AppError && err.statusCode === 400)
             throw await refuse(idp, 'missing_email', clientIp)
           throw err
         }
-        if (!accountId) throw await refuse(idp, 'blocked', clientIp)
+        if (found.outcome === 'blocked') throw await refuse(idp, 'blocked', clientIp)
+        // Whoever controls the IdP decides what it asserts: an address alone does not get it into
+        // an account someone secured with a password or a factor. The person signs in with those
+        // instead (the page says so); no link is made, so the next response is checked again.
+        if (found.outcome === 'has_credentials')
+          throw await refuse(idp, 'account_has_credentials', clientIp, {
+            details: { enduser: found.accountId },
+            interactionUid: answered.interaction_uid,
+          })
+        accountId = found.accountId
+        linked = found.outcome
         await linkFederatedAccount(sql, {
           idpId: idp.id,
           nameId: nameId.slice(0, 512),
@@ -492,7 +562,7 @@ export function createFederationService(deps: {
         resource: `enduser:${accountId}`,
         outcome: 'success',
         clientIp,
-        details: { assertionId: assertionId.slice(0, 256) },
+        details: { assertionId: assertionId.slice(0, 256), ...(linked ? { linked } : {}) },
       })
       return { requestId: answered.id, interactionUid: answered.interaction_uid }
     },

@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/database.ts'
 
 /**
  * saml_identity_providers, saml_requests, saml_assertions_seen and federated_identities
- * (migration 0015). Only the federation module touches them.
+ * (migrations 0015, 0025). Only the federation module touches them.
  */
 export interface SamlIdpRow {
   id: string
@@ -15,6 +15,8 @@ export interface SamlIdpRow {
   certificate_not_after: Date
   attribute_mapping: { email: string; name?: string }
   application_ids: string[]
+  /** An owner or admin trusts its addresses enough to link to accounts that have credentials. */
+  link_by_verified_email: boolean
   created_at: Date
   created_by: string
   updated_at: Date
@@ -30,6 +32,7 @@ export type SamlIdpFields = Pick<
   | 'certificate_not_after'
   | 'attribute_mapping'
   | 'application_ids'
+  | 'link_by_verified_email'
 >
 
 export async function insertIdp(
@@ -38,10 +41,10 @@ export async function insertIdp(
 ): Promise<SamlIdpRow> {
   const [created] = await db<SamlIdpRow[]>`
     INSERT INTO saml_identity_providers (id, tenant_id, name, entity_id, sso_url, certificate, certificate_sha256,
-      certificate_not_after, attribute_mapping, application_ids, created_by)
+      certificate_not_after, attribute_mapping, application_ids, link_by_verified_email, created_by)
     VALUES (${row.id}, ${row.tenant_id}, ${row.name}, ${row.entity_id}, ${row.sso_url}, ${row.certificate},
       ${row.certificate_sha256}, ${row.certificate_not_after}, ${db.json(row.attribute_mapping)},
-      ${row.application_ids}::uuid[], ${row.created_by})
+      ${row.application_ids}::uuid[], ${row.link_by_verified_email}, ${row.created_by})
     RETURNING *`
   return created!
 }
@@ -93,7 +96,7 @@ export async function updateIdp(
       sso_url = ${fields.sso_url}, certificate = ${fields.certificate},
       certificate_sha256 = ${fields.certificate_sha256}, certificate_not_after = ${fields.certificate_not_after},
       attribute_mapping = ${db.json(fields.attribute_mapping)}, application_ids = ${fields.application_ids}::uuid[],
-      updated_at = now()
+      link_by_verified_email = ${fields.link_by_verified_email}, updated_at = now()
     WHERE tenant_id = ${tenantId} AND id = ${id}
     RETURNING *`
   return row

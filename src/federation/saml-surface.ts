@@ -1,6 +1,13 @@
 import type { FastifyInstance } from 'fastify'
 import { installFormHandling } from '../identity/pages/form-surface.ts'
-import { esc, type PageSettings, pageContext, pageHeaders, renderPage } from '../identity/pages/layout.ts'
+import {
+  esc,
+  type PageSettings,
+  pageContext,
+  pageHeaders,
+  renderErrorPage,
+  renderPage,
+} from '../identity/pages/layout.ts'
 import { isUuid } from '../platform/ids.ts'
 import { FederationError, type FederationService, SAML_LIMITS } from './saml-service.ts'
 
@@ -55,6 +62,19 @@ export function samlSurface(deps: { federation: FederationService; pageSettings:
           .send(renderPage(ctx, { title: ctx.t.signInTitle, body, refreshTo: next }))
       } catch (err) {
         if (!(err instanceof FederationError)) throw err
+        // The person's address is an account with its own password or factor: say so, and lead
+        // back to the sign-in that asked, where they can use it (the response itself is spent).
+        if (err.reason === 'account_has_credentials')
+          return reply
+            .code(400)
+            .headers(pageHeaders(deps.pageSettings))
+            .send(
+              renderErrorPage(
+                ctx,
+                ctx.t.federationAccountExists,
+                err.interactionUid ? `/sign-in/${err.interactionUid}` : undefined,
+              ),
+            )
         return page(request, reply, 400, ctx.t.federationFailed)
       }
     })
