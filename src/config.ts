@@ -56,7 +56,10 @@ export interface Config {
   stripeWebhookSecret: string | undefined
   /** Partners' commission on their referrals' paid invoices, in basis points (2000 = 20%). */
   partnerCommissionBasisPoints: number
-  /** KMS_SIGNUP_RATE_PER_HOUR: sign-up requests (API and pages together) per client IP and hour. */
+  /**
+   * KMS_SIGNUP_RATE_PER_HOUR: sign-up requests (API and pages together) per client IP and hour;
+   * and, counted apart, an application's sign-up and forgot-password pages together.
+   */
   signupRatePerHour: number
   /** KMS_CLOUD_EXPORT_TIMEOUT_MS: each HTTP exchange with a cloud KMS during a push. */
   cloudExportTimeoutMs: number

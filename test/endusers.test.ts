@@ -604,7 +604,7 @@ describe('end-users, applications as clients, roles', () => {
     assert.equal((await auditOf(service, tenant.key, 'endusers.password_reset.request')).length, 1)
   })
 
-  test('sign-up where the application allows it: the address, then the e-mailed set-up link; a known address reads the same', async () => {
+  test('sign-up where the application allows it: the address, then the e-mailed sign-up link creates the end-user; a known address reads the same', async () => {
     const tenant = await service.createTenant()
     const closed = await createApp(tenant.key, { name: 'Closed' })
     const open = await createApp(tenant.key, { name: 'Open', signUpEnabled: true })
@@ -632,38 +632,106 @@ describe('end-users, applications as clients, roles', () => {
     const href = /href="(\/sign-in\/[^"]+\/sign-up)"/.exec(shown.html)?.[1]
     assert.ok(href, 'the sign-in page offers sign-up')
     const email = `new-${Date.now()}@example.com`
-    const answers: string[] = []
-    const links: URL[] = []
-    // The same address twice: first new (a set-up link), then known (a reset link to its owner).
-    for (const address of [email, email]) {
+    /** The sign-up form filled in with `address`; the page it answers with, its CSRF value left out. */
+    const signUp = async (address: string) => {
       const form = await page(jar, new URL(href, service.baseUrl))
+      assert.equal(form.status, 200)
       const sent = await page(jar, new URL(formActionOf(form.html), service.baseUrl), {
         form: { csrf: csrfOf(form.html), email: address },
       })
-      assert.equal(sent.status, 200)
-      answers.push(sent.html.replace(/name="csrf" value="[^"]+"/g, ''))
-      links.push(await linkMailedTo(smtp, email, links.length))
+      assert.equal(sent.status, 200, sent.html.slice(0, 500))
+      return sent.html.replace(/name="csrf" value="[^"]+"/g, '')
     }
+    const endUsersNamed = async () => {
+      const found = await service.request('GET', `/api/v1/endusers?search=${encodeURIComponent(email)}`, {
+        key: tenant.key,
+      })
+      assert.equal(found.status, 200, found.text)
+      return found.body as {
+        data: Array<{ email: string; source: string; hasPassword: boolean }>
+        total: number
+      }
+    }
+    const pendingRequests = async () =>
+      (
+        await service.sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM enduser_signup_requests WHERE tenant_id = ${tenant.tenantId}`
+      )[0]!.n
+
+    // A new address: a sign-up link, and nothing of the end-user yet.
+    const answers = [await signUp(email)]
+    const link = await linkMailedTo(smtp, email)
+    assert.equal(link.pathname, '/confirm-sign-up')
+    assert.match(link.searchParams.get('token') ?? '', /^[A-Za-z0-9_-]{43}$/)
+    assert.equal(await pendingRequests(), 1, 'the ask is a pending request')
+    assert.equal((await endUsersNamed()).total, 0, 'no end-user before the link is used')
+
+    // The link's page, as a person opens it: the address shown, a form to choose the password.
+    // Opening it creates nothing (a mail scanner following the link makes no account).
+    const linkJar = new CookieJar()
+    const confirm = await page(linkJar, link)
+    assert.equal(confirm.status, 200, confirm.html.slice(0, 500))
+    assert.match(confirm.headers.get('content-type') ?? '', /^text\/html/)
+    assert.ok(confirm.html.includes(`value="${email}" readonly`), 'the page shows the address')
+    assert.equal((await endUsersNamed()).total, 0, 'opening the link creates nothing')
+    const confirmForm = {
+      csrf: csrfOf(confirm.html),
+      token: /name="token" value="([^"]+)"/.exec(confirm.html)?.[1] ?? '',
+      password: 'a password of my own',
+      repeat: 'a password of my own',
+    }
+    assert.equal(confirmForm.token, link.searchParams.get('token'), 'the form carries the link’s token')
+    const confirmAction = new URL(formActionOf(confirm.html), link)
+    const saved = await page(linkJar, confirmAction, { form: confirmForm })
+    assert.equal(saved.status, 200, saved.html.slice(0, 500))
+    assert.match(saved.html, /Your password is saved/)
+    const made = await endUsersNamed()
+    assert.equal(made.total, 1, 'the link made the end-user')
+    assert.equal(made.data[0]!.email, email)
+    assert.equal(made.data[0]!.source, 'sign_up')
+    assert.equal(made.data[0]!.hasPassword, true)
+    const listed = await service.request('GET', `/api/v1/endusers?applicationId=${open.id}`, {
+      key: tenant.key,
+    })
+    assert.deepEqual(
+      listed.body.data.map((u: { email: string }) => u.email),
+      [email],
+      'in the application’s list',
+    )
+
+    // The same address again, now known: the page reads the same, its owner gets a reset link.
+    answers.push(await signUp(email))
     assert.equal(answers[0], answers[1], 'a new and a known address read the same')
-    const [setup, reset] = links as [URL, URL]
-    assert.equal(setup.pathname, '/set-up-account')
-    assert.equal(setup.searchParams.get('applicationId'), open.id)
+    const reset = await linkMailedTo(smtp, email, 1)
     assert.equal(
       reset.pathname,
       '/reset-password',
       'the second attempt mails a reset link to the owner of the address',
     )
-    assert.equal((await choosePassword(setup, 'a password of my own')).status, 200)
+    assert.equal(reset.searchParams.get('applicationId'), open.id)
+    assert.equal(await pendingRequests(), 1, 'no new sign-up request for a known address')
+    assert.equal((await endUsersNamed()).total, 1, 'nothing made twice')
+
+    // The used link: its page and its form again are a 400 page, and make nothing.
+    const reopened = await page(new CookieJar(), link)
+    assert.equal(reopened.status, 400)
+    assert.match(reopened.headers.get('content-type') ?? '', /^text\/html/)
+    assert.match(reopened.html, /This link is not valid/)
+    const resent = await page(linkJar, confirmAction, {
+      form: { ...confirmForm, password: 'another one of mine', repeat: 'another one of mine' },
+    })
+    assert.equal(resent.status, 400)
+    assert.match(resent.html, /This link is not valid/)
+    assert.equal((await endUsersNamed()).total, 1)
+
+    // The password chosen on the link's page signs in to the application.
     const { tokens } = await signIn(service.baseUrl, client, {
       email,
       password: 'a password of my own',
       scope: 'openid',
     })
     assert.ok(tokens.id_token)
-    const users = await service.request('GET', `/api/v1/endusers?applicationId=${open.id}`, {
-      key: tenant.key,
-    })
-    assert.equal(users.body.data[0].source, 'sign_up')
+
     const invalid = await page(jar, new URL(href, service.baseUrl))
     const bad = await page(jar, new URL(formActionOf(invalid.html), service.baseUrl), {
       form: { csrf: csrfOf(invalid.html), email: 'not an address' },

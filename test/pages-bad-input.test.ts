@@ -1,11 +1,23 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import * as oidc from 'openid-client'
+import { applicationClient, linkMailedTo } from './helpers/endusers.ts'
 import { makeCertificate } from './helpers/saml-idp.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { type ConsoleClient, CookieJar, consoleClient, csrfOf, follow, page } from './helpers/sign-in.ts'
+import {
+  type ConsoleClient,
+  CookieJar,
+  consoleClient,
+  csrfOf,
+  follow,
+  formActionOf,
+  memberSession,
+  page,
+} from './helpers/sign-in.ts'
+import { startSmtp, type TestSmtp } from './helpers/smtp.ts'
 
 const REDIRECT = 'http://127.0.0.1:9/callback'
+const APP_REDIRECT = 'http://127.0.0.1:9/app-callback'
 
 /** mulberry32: the same cases on every run. */
 function rng(seed: number) {
@@ -31,12 +43,29 @@ function rng(seed: number) {
 describe('sign-in pages: malformed input gets an HTML error page with a 4xx, never a 5xx', () => {
   let service: TestService
   let client: ConsoleClient
+  // The sign-up link's page (/confirm-sign-up) needs a live link: one e-mailed, so SMTP and jobs.
+  let smtp: TestSmtp
 
   before(async () => {
-    service = await startTestService({ KMS_CONSOLE_REDIRECT_URIS: REDIRECT })
+    smtp = await startSmtp('accept')
+    service = await startTestService(
+      {
+        KMS_CONSOLE_REDIRECT_URIS: REDIRECT,
+        KMS_SMTP_URL: smtp.url,
+        KMS_SMTP_ATTEMPTS: '1',
+        KMS_SMTP_TIMEOUT_MS: '2000',
+        KMS_JOB_SWEEP_MS: '200',
+        // Every ask here comes from 127.0.0.1; the fuzz must not use up the sign-ups this file needs.
+        KMS_SIGNUP_RATE_PER_HOUR: '100000',
+      },
+      { jobs: true },
+    )
     client = await consoleClient(service.baseUrl, REDIRECT)
   })
-  after(() => service.stop())
+  after(async () => {
+    await service?.stop()
+    await smtp?.stop()
+  })
 
   /** A live interaction of this jar's browser: its sign-in page. */
   async function interaction(jar: CookieJar): Promise<{ action: string; csrf: string; uid: string }> {
@@ -176,11 +205,156 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
     )
   })
 
-  /** A SAML IdP registered for a new tenant: its id. */
+  let signUps = 0
+  /** A live sign-up link (`/confirm-sign-up?token=…`), asked for on an application's sign-up page. */
+  async function liveSignUpLink(): Promise<URL> {
+    const tenant = await service.createTenant()
+    const created = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: { name: 'Open', applicationType: 'spa', redirectUris: [APP_REDIRECT], signUpEnabled: true },
+    })
+    assert.equal(created.status, 201, created.text)
+    const app = await applicationClient(service.baseUrl, created.body.clientId as string, APP_REDIRECT)
+    const url = oidc.buildAuthorizationUrl(app.config, {
+      redirect_uri: APP_REDIRECT,
+      scope: 'openid',
+      code_challenge: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+      code_challenge_method: 'S256',
+    })
+    const jar = new CookieJar()
+    const shown = (await follow(jar, service.baseUrl, url.toString(), APP_REDIRECT)).page!
+    const href = /href="(\/sign-in\/[^"]+\/sign-up)"/.exec(shown.html)?.[1]
+    assert.ok(href, 'the application offers sign-up')
+    const form = await page(jar, new URL(href, service.baseUrl))
+    const email = `confirm-${process.pid}-${++signUps}-${Date.now()}@example.com`
+    const sent = await page(jar, new URL(formActionOf(form.html), service.baseUrl), {
+      form: { csrf: csrfOf(form.html), email },
+    })
+    assert.equal(sent.status, 200, sent.html.slice(0, 300))
+    const link = await linkMailedTo(smtp, email)
+    assert.equal(link.pathname, '/confirm-sign-up')
+    return link
+  }
+
+  test('the sign-up link’s page (/confirm-sign-up): a missing, garbage or oversized token, a bad CSRF value, GET or POST: a 4xx page', async () => {
+    const confirmUrl = (query = '') => new URL(`/confirm-sign-up${query}`, service.baseUrl)
+    const unknown = 'A'.repeat(43)
+    // GET: only a live link shows the form.
+    for (const query of [
+      '',
+      '?token=',
+      '?token=nope',
+      `?token=${unknown}`,
+      `?token=${'A'.repeat(42)}`,
+      `?token=${'A'.repeat(44)}`,
+      `?token=${'A'.repeat(6000)}`,
+      '?token=%3Cscript%3Ealert(1)%3C%2Fscript%3E',
+      '?token=%00%ff%fe',
+      '?token=%',
+      `?token=${unknown}&token=${unknown}`,
+      `?token[]=${unknown}`,
+      `?token[a]=${unknown}`,
+    ]) {
+      const shown = await page(new CookieJar(), confirmUrl(query))
+      assertHtmlError(shown, 400, `GET /confirm-sign-up${query.slice(0, 80)}`)
+      assert.match(shown.html, /This link is not valid/, query.slice(0, 80))
+    }
+
+    // POST, without a live link: the form is malformed, or the link is not valid.
+    const url = confirmUrl()
+    const raw = async (body: string | undefined, contentType?: string) => {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: contentType ? { 'content-type': contentType } : {},
+        body,
+        redirect: 'manual',
+      })
+      return { status: response.status, headers: response.headers, html: await response.text() }
+    }
+    const form = 'application/x-www-form-urlencoded'
+    assertHtmlError(await raw(undefined), 400, 'POST: no body')
+    assertHtmlError(await raw(`{"token":"${unknown}"}`, 'application/json'), 415, 'POST: JSON')
+    assertHtmlError(await raw(`token=${unknown}&token=${unknown}`, form), 400, 'POST: the token twice')
+    assertHtmlError(await raw(`token=${'A'.repeat(20_000)}`, form), 413, 'POST: too large')
+    for (const [what, fields] of [
+      ['no token', { password: 'p', repeat: 'p' }],
+      ['an empty token', { token: '', password: 'p', repeat: 'p' }],
+      ['a garbage token', { token: '<script>', password: 'p', repeat: 'p' }],
+      ['an unknown token', { token: unknown, password: 'p', repeat: 'p' }],
+      ['an oversized token', { token: 'A'.repeat(6000), password: 'p', repeat: 'p' }],
+      ['an unknown token and a CSRF value', { token: unknown, csrf: unknown, password: 'p', repeat: 'p' }],
+    ] as const) {
+      const answered = await page(new CookieJar(), url, { form: fields })
+      assertHtmlError(answered, 400, `POST: ${what}`)
+      assert.match(answered.html, /This link is not valid/, what)
+    }
+
+    // A live link: its form without the right CSRF value is a 403 page, and leaves the link live.
+    const link = await liveSignUpLink()
+    const token = link.searchParams.get('token')!
+    const jar = new CookieJar()
+    const shown = await page(jar, link)
+    assert.equal(shown.status, 200, shown.html.slice(0, 300))
+    const csrf = csrfOf(shown.html)
+    const action = new URL(formActionOf(shown.html), service.baseUrl)
+    const password = 'a password long enough'
+    const signInJar = new CookieJar()
+    const signInForm = await interaction(signInJar)
+    for (const [what, browser, fields] of [
+      ['no CSRF value', jar, { token, password, repeat: password }],
+      ['an empty CSRF value', jar, { csrf: '', token, password, repeat: password }],
+      ['a wrong CSRF value', jar, { csrf: unknown, token, password, repeat: password }],
+      ['a garbage CSRF value', jar, { csrf: '<>'.repeat(500), token, password, repeat: password }],
+      ['no CSRF cookie', new CookieJar(), { csrf, token, password, repeat: password }],
+      [
+        'the sign-in form’s CSRF value',
+        signInJar,
+        { csrf: signInForm.csrf, token, password, repeat: password },
+      ],
+    ] as const) {
+      const answered = await page(browser, action, { form: fields })
+      assertHtmlError(answered, 403, `POST with a live link: ${what}`)
+    }
+    // The right values sent as JSON: not a form (415), whatever they say.
+    assertHtmlError(
+      await (async () => {
+        const response = await fetch(action, {
+          method: 'POST',
+          headers: { cookie: jar.header(), 'content-type': 'application/json' },
+          body: JSON.stringify({ csrf, token, password, repeat: password }),
+        })
+        return { status: response.status, headers: response.headers, html: await response.text() }
+      })(),
+      415,
+      'POST with a live link: JSON',
+    )
+    // The right CSRF value, passwords wrong: the form again with its error, the link still live.
+    for (const [what, fields] of [
+      ['no password', { csrf, token }],
+      ['passwords that differ', { csrf, token, password, repeat: `${password}!` }],
+      ['a weak password', { csrf, token, password: 'x', repeat: 'x' }],
+      ['a very long password', { csrf, token, password: 'p'.repeat(5000), repeat: 'p'.repeat(5000) }],
+      ['a password of odd characters', { csrf, token, password: '\u0000\ud800', repeat: '\u0000\ud800' }],
+    ] as const) {
+      const answered = await page(jar, action, { form: fields })
+      assertHtmlError(answered, 400, `POST with a live link: ${what}`)
+      assert.match(answered.html, /role="alert"/, what)
+      assert.match(answered.html, /name="token"/, `${what}: the form again`)
+    }
+    // None of that used the link: it works now, once.
+    const saved = await page(jar, action, { form: { csrf, token, password, repeat: password } })
+    assert.equal(saved.status, 200, saved.html.slice(0, 300))
+    const again = await page(jar, action, { form: { csrf, token, password, repeat: password } })
+    assertHtmlError(again, 400, 'POST: the used link')
+    assertHtmlError(await page(new CookieJar(), link), 400, 'GET: the used link')
+  })
+
+  /** A SAML IdP registered for a new tenant (by its owner: keys may not register IdPs): its id. */
   async function registeredIdp(): Promise<string> {
     const tenant = await service.createTenant()
+    const owner = await memberSession(service, client, tenant.tenantId, 'tenant:owner')
     const registered = await service.request('POST', '/api/v1/saml-identity-providers', {
-      key: tenant.key,
+      headers: owner.headers,
       body: {
         name: 'Fuzz IdP',
         entityId: 'https://idp.fuzz.example/saml',
@@ -235,6 +409,9 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
     const live = await interaction(jar)
     const id = '0b6f3c1e-2f4a-4c69-9d1e-6f0d2a9b7c11'
     const idp = await registeredIdp()
+    // A live sign-up link: the fuzz reaches its form (and may use it) as well as the refusals.
+    const signUpLink = await liveSignUpLink()
+    const confirmPath = `${signUpLink.pathname}${signUpLink.search}`
     const paths = [
       `/saml/${idp}/acs`,
       `/saml/${idp}/acs`,
@@ -261,6 +438,10 @@ describe('sign-in pages: malformed input gets an HTML error page with a 4xx, nev
       '/reset-password',
       `/reset-password?userId=${id}&token=${'A'.repeat(43)}`,
       `/set-up-account?userId=not-a-uuid&applicationId=${id}&token=x`,
+      '/confirm-sign-up',
+      `/confirm-sign-up?token=${'A'.repeat(43)}`,
+      confirmPath,
+      confirmPath,
       '/signup',
       '/signup?ref=NOSUCHCODE1',
       `/signup?ref=${'<'.repeat(100)}`,

@@ -1,11 +1,28 @@
-import { randomUUID } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { AccountLinks, LinkKind } from '../identity/account-links.ts'
+import { type AccountLinks, type LinkKind, linkEmail } from '../identity/account-links.ts'
 import { type AccountService, checkEmail, normalizeEmail, tenantRealm } from '../identity/account-service.ts'
+import { open, seal } from '../keyring/aead.ts'
+import type { MasterKeyring } from '../keyring/master-key.ts'
+import type { MailQueue } from '../mail/mail-queue.ts'
+import { MailError, type Mailer } from '../mail/mailer.ts'
+import type { RequestAdmission } from '../platform/client-rate-limit.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
+import { SIGNUP_LIFETIME_MS, SIGNUPS_PER_ADDRESS_PER_HOUR } from '../signup/signup-service.ts'
+import {
+  consumeSignUpRequest,
+  countSignUpRequestsSince,
+  findLiveSignUpRequest,
+  getSignUpRequest,
+  insertSignUpRequest,
+  lockSignUpAddress,
+  overdueSignUpRequests,
+  recordSignUpDispatch,
+  recordSignUpEndUser,
+} from './enduser-signup-store.ts'
 import {
   addToApplication,
   countEndUsers,
@@ -55,6 +72,48 @@ export interface ApplicationDirectory {
   exists(tenantId: string, applicationId: string): Promise<boolean>
 }
 
+/** What federatedAccount found or made for an IdP's first sign-in of an address. */
+export type FederatedAccount =
+  /** `existing_by_trust`: an end-user with credentials, linked because the IdP is trusted to. */
+  | { outcome: 'created' | 'existing' | 'existing_by_trust'; accountId: string }
+  | { outcome: 'blocked' }
+  /** An end-user with a password or a factor, and the IdP not trusted to link by address. */
+  | { outcome: 'has_credentials'; accountId: string }
+
+/** The page of a sign-up link: what the person asked for. */
+export interface SignUpRequestView {
+  tenantId: string
+  applicationId: string
+  email: string
+}
+
+/** What using a sign-up link did: `exists` when the address has an end-user already (no duplicate). */
+export type SignUpCompletion =
+  | { outcome: 'created'; endUserId: string; tenantId: string; applicationId: string }
+  | { outcome: 'exists' }
+  | { outcome: 'invalid' }
+
+/** The page that takes a sign-up link: `{ID_URL}/confirm-sign-up?token=…`. */
+export const SIGN_UP_CONFIRM_PATH = '/confirm-sign-up'
+
+/**
+ * What the per-address sign-up limit counts: the address in lower case with the local part's
+ * `+tag` removed, since most providers deliver `victim+1@x` and `victim+2@x` to one mailbox.
+ * Dots are kept: only some providers ignore them, and elsewhere they name other people.
+ */
+export function signUpAddressKey(email: string): string {
+  const lower = email.trim().toLowerCase()
+  const at = lower.lastIndexOf('@')
+  if (at < 0) return lower
+  const local = lower.slice(0, at)
+  const plus = local.indexOf('+')
+  return `${plus < 0 ? local : local.slice(0, plus)}${lower.slice(at)}`
+}
+
+const SIGN_UP_TOKEN = /^[A-Za-z0-9_-]{43}$/
+const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest()
+const signUpLinkAad = (id: string) => `kms enduser signup link v1 id:${id}`
+
 /** Prepared outside the application's transaction (it reads the team realm). */
 export interface AppCreator {
   email: string
@@ -88,24 +147,56 @@ export interface EndUserService {
   /** In the application's transaction: the creator joins its end-user list, audited. */
   addAppCreator(tx: Queryable, actor: Actor, creator: AppCreator, applicationId: string): Promise<void>
   /**
-   * Sign-up on an application's pages. A new address gets an account without a password, a record
-   * and a set-up link; a known one a reset link; a blocked one nothing. The page says the same in
-   * every case, and the e-mail proves the address before any password is set.
+   * The sign-up page's bound per client address (KMS_SIGNUP_RATE_PER_HOUR, counted with the
+   * forgot-password page's): asked before `signUp`, so a refusal can be the page's answer.
    */
-  signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
+  admitSignUp(clientIp: string): Promise<RequestAdmission>
+  /**
+   * Sign-up on an application's pages (docs/identity.md "Sign-up"). A new address gets a sign-up
+   * link and nothing else: no account, no record (nothing billing counts) until the link is used
+   * (`completeSignUp`). A known address gets a reset link (within the identity module's reset
+   * cap); a blocked one nothing. An address (its `signUpAddressKey`) asks at most
+   * SIGNUPS_PER_ADDRESS_PER_HOUR times an hour in a tenant; beyond it nothing is sent. The page
+   * says the same in every case; each ask is audited (`endusers.sign_up.request`).
+   */
+  signUp(input: {
+    tenantId: string
+    applicationId: string
+    email: string
+    clientIp?: string | null
+  }): Promise<void>
+  /** The sign-up link's page: what was asked for, while the link is live. */
+  signUpRequest(token: string): Promise<SignUpRequestView | undefined>
+  /**
+   * The sign-up link used: the account (with the password chosen on the page, hashed beforehand)
+   * and the record, with the application's list, in one transaction with the link's use. A used,
+   * expired or unknown link is `invalid`; an address that has an end-user by now is `exists`
+   * (the link is used up, nothing is created twice).
+   */
+  completeSignUp(
+    token: string,
+    passwordHash: string,
+    context: { requestId: string | null; clientIp: string | null },
+  ): Promise<SignUpCompletion>
+  /** The job process: sends a sign-up link's e-mail once. */
+  deliverSignUp(requestId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
+  /** Queued sign-up e-mails whose job was lost, to enqueue again. */
+  overdueSignUps(graceMs: number): Promise<string[]>
   /** The sign-in pages: a user signing in joins the application's list (false: no record, or blocked). */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
   /**
    * Federation: the end-user an external IdP vouches for by e-mail address, created (account
-   * without a password, record with source `federation`) when the tenant has none. undefined:
-   * the end-user is blocked.
+   * without a password, record with source `federation`) when the tenant has none. An existing
+   * end-user who has a password or a factor is the IdP's only when `linkByVerifiedEmail` (the
+   * registration is trusted to link by address); otherwise `has_credentials`, and nothing changes.
    */
   federatedAccount(input: {
     tenantId: string
     email: string
     displayName: string | null
     idpId: string
-  }): Promise<string | undefined>
+    linkByVerifiedEmail: boolean
+  }): Promise<FederatedAccount>
   /** The tenant's end-users (billing's usage report). */
   count(tenantId: string): Promise<number>
   /** Whether the tenant has this end-user (access policies' conditions). */
@@ -143,6 +234,12 @@ export function createEndUserService(deps: {
   sessions: EndUserSessions
   applications: ApplicationDirectory
   clock: Clock
+  /** Sign-up links: sealed until the job process has sent them. */
+  masterKeys: MasterKeyring
+  mailQueue?: MailQueue
+  mailer?: Mailer
+  /** The issuer: sign-up links are `{ID_URL}/confirm-sign-up?token=…`. */
+  linkBase: () => string
 }): EndUserService {
   const { sql, audit, accounts } = deps
   const missing = () => notFound('enduser_not_found', 'End-user')
@@ -179,8 +276,8 @@ export function createEndUserService(deps: {
   }
 
   /**
-   * A new end-user in the caller's transaction: the account of the tenant's realm (no password),
-   * the record, the application's list and the audit record.
+   * A new end-user in the caller's transaction: the account of the tenant's realm (no password
+   * unless a sign-up link's page chose one), the record, the application's list and the audit record.
    */
   async function insertAccountAndRecord(
     tx: Queryable,
@@ -191,12 +288,18 @@ export function createEndUserService(deps: {
       displayName: string | null
       source: 'api' | 'sign_up' | 'federation'
       applicationId: string | null
+      passwordHash?: string
     },
     details: Record<string, string> = {},
   ) {
     await accounts.createAccount(
       tenantRealm(actor.tenantId),
-      { id: user.id, email: user.email, displayName: user.displayName },
+      {
+        id: user.id,
+        email: user.email,
+        displayName: user.displayName,
+        ...(user.passwordHash ? { passwordHash: user.passwordHash } : {}),
+      },
       tx,
     )
     await insertEndUser(tx, {
@@ -374,34 +477,164 @@ export function createEndUserService(deps: {
         details: { applicationId, newEndUser: created },
       })
     },
-    async signUp({ tenantId, applicationId, email }) {
+    admitSignUp: (clientIp) => deps.links.admitRequest(clientIp),
+    async signUp({ tenantId, applicationId, email, clientIp = null }) {
       const address = checkEmail(email)
       const known = await findEndUserByEmail(sql, tenantId, normalizeEmail(address))
       if (known) {
         if (known.status === 'blocked') return
-        const actor = { tenantId, actor: `enduser:${known.id}`, requestId: null, clientIp: null }
-        const { linkId } = await sql.begin((tx) => issueLink(actor, known.id, 'reset', applicationId, tx))
-        await deps.links.enqueue(linkId)
+        // Its owner may have forgotten the account: a reset link, bounded per account by identity.
+        await deps.links.requestReset({ realm: tenantRealm(tenantId), email: address, applicationId })
         return
       }
+      const addressKey = signUpAddressKey(address)
       const id = randomUUID()
-      const actor = { tenantId, actor: `enduser:${id}`, requestId: null, clientIp: null }
-      const issued = await sql
-        .begin((tx) =>
-          insertNew(tx, actor, { id, email: address, displayName: null, source: 'sign_up', applicationId }),
-        )
-        .catch((err: unknown) => {
-          // Two sign-ups of one address at once: the other made it, and sent its link.
-          if (isDuplicate(err)) return undefined
-          throw err
+      const token = randomBytes(32).toString('base64url')
+      const link = `${deps.linkBase()}${SIGN_UP_CONFIRM_PATH}?${new URLSearchParams({ token })}`
+      const primary = deps.masterKeys.primary
+      const now = deps.clock.now()
+      const queued = await sql.begin(async (tx) => {
+        // One ask of an address at a time: a burst cannot pass the count together.
+        await lockSignUpAddress(tx, tenantId, addressKey)
+        const since = new Date(now.getTime() - 3600_000)
+        const allowed =
+          (await countSignUpRequestsSince(tx, tenantId, addressKey, since)) < SIGNUPS_PER_ADDRESS_PER_HOUR
+        if (allowed)
+          await insertSignUpRequest(tx, {
+            id,
+            tenant_id: tenantId,
+            application_id: applicationId,
+            email: address,
+            email_normalized: normalizeEmail(address),
+            address_key: addressKey,
+            token_hash: hashToken(token),
+            link_sealed: seal(primary.key, Buffer.from(link, 'utf8'), signUpLinkAad(id)),
+            link_master_key_id: primary.id,
+            created_at: now,
+            expires_at: new Date(now.getTime() + SIGNUP_LIFETIME_MS),
+          })
+        // The tenant sees every ask, the refused ones too (a mailbox being flooded); never the address.
+        await audit.recordInTransaction(tx, {
+          tenantId,
+          actor: 'anonymous',
+          action: 'endusers.sign_up.request',
+          resource: allowed ? `enduser_signup:${id}` : `application:${applicationId}`,
+          outcome: allowed ? 'success' : 'denied',
+          clientIp,
+          details: { applicationId, reason: allowed ? null : 'address_rate_limited' },
         })
-      if (issued) await deps.links.enqueue(issued.linkId)
+        return allowed
+      })
+      // A failure leaves the row queued: the identity sweep sends it.
+      if (queued) await deps.mailQueue?.enqueueEndUserSignUp({ requestId: id }).catch(() => {})
     },
-    async federatedAccount({ tenantId, email, displayName, idpId }) {
+    async signUpRequest(token) {
+      if (!SIGN_UP_TOKEN.test(token)) return undefined
+      const row = await findLiveSignUpRequest(sql, hashToken(token), deps.clock.now())
+      return row
+        ? { tenantId: row.tenant_id, applicationId: row.application_id, email: row.email }
+        : undefined
+    },
+    async completeSignUp(token, passwordHash, context) {
+      if (!SIGN_UP_TOKEN.test(token)) return { outcome: 'invalid' }
+      try {
+        return await sql.begin(async (tx): Promise<SignUpCompletion> => {
+          const row = await consumeSignUpRequest(tx, hashToken(token), deps.clock.now())
+          if (!row) return { outcome: 'invalid' }
+          // Another link of the address was used first (or the tenant added the address since):
+          // this one is used up and makes nothing.
+          const taken =
+            (await findEndUserByEmail(tx, row.tenant_id, row.email_normalized)) ??
+            (await accounts.findAccount(tenantRealm(row.tenant_id), row.email, tx))
+          if (taken) return { outcome: 'exists' }
+          const actor = { tenantId: row.tenant_id, actor: `enduser:${row.id}`, ...context }
+          await insertAccountAndRecord(tx, actor, {
+            id: row.id,
+            email: row.email,
+            displayName: null,
+            source: 'sign_up',
+            applicationId: row.application_id,
+            passwordHash,
+          })
+          await recordSignUpEndUser(tx, row.id, row.id)
+          return {
+            outcome: 'created',
+            endUserId: row.id,
+            tenantId: row.tenant_id,
+            applicationId: row.application_id,
+          }
+        })
+      } catch (err) {
+        // Two links of one address used at the same moment: the other one made the end-user.
+        if (isDuplicate(err)) return { outcome: 'exists' }
+        throw err
+      }
+    },
+    async deliverSignUp(requestId, final) {
+      const row = await getSignUpRequest(sql, requestId)
+      if (row?.email_dispatch_status !== 'queued' || !row.link_sealed || !row.link_master_key_id)
+        return 'skipped'
+      if (row.consumed_at) return 'skipped'
+      const masterKey = deps.masterKeys.find(row.link_master_key_id)
+      if (!masterKey) return 'skipped'
+      const link = open(masterKey.key, row.link_sealed, signUpLinkAad(row.id)).toString('utf8')
+      try {
+        if (!deps.mailer) throw new MailError('smtp_not_configured')
+        // The set-up e-mail's words: the person asked for an account and chooses its password.
+        await deps.mailer.send({ to: row.email, ...linkEmail('setup', link, row.expires_at) })
+      } catch (err) {
+        const reason = err instanceof MailError ? err.reason : 'smtp_failed'
+        if (!final && reason !== 'smtp_not_configured') throw err
+        await sql.begin(async (tx) => {
+          if (
+            !(await recordSignUpDispatch(tx, {
+              id: row.id,
+              status: 'failed',
+              error: reason,
+              now: deps.clock.now(),
+            }))
+          )
+            return
+          await audit.recordInTransaction(tx, {
+            tenantId: row.tenant_id,
+            actor: 'system:mail',
+            action: 'endusers.sign_up.email_failed',
+            resource: `enduser_signup:${row.id}`,
+            outcome: 'failure',
+            details: { applicationId: row.application_id, reason },
+          })
+        })
+        return 'failed'
+      }
+      await recordSignUpDispatch(sql, { id: row.id, status: 'sent', error: null, now: deps.clock.now() })
+      return 'sent'
+    },
+    async overdueSignUps(graceMs) {
+      const now = deps.clock.now()
+      const rows = await overdueSignUpRequests(sql, new Date(now.getTime() - graceMs), now)
+      return rows.map((row) => row.id)
+    },
+    async federatedAccount({ tenantId, email, displayName, idpId, linkByVerifiedEmail }) {
       const address = checkEmail(email)
       const find = () => findEndUserByEmail(sql, tenantId, normalizeEmail(address))
+      /**
+       * An address alone proves nothing to an account that has its own way of signing in: whoever
+       * controls the IdP chooses what it asserts (issue 30). Such an account is linked only when an
+       * owner or admin marked the IdP as trusted to link by address.
+       */
+      const existing = async (row: EndUserRow): Promise<FederatedAccount> => {
+        if (row.status === 'blocked') return { outcome: 'blocked' }
+        const account = await accounts.get(row.id)
+        const credentialed =
+          account !== undefined &&
+          (account.hasPassword || account.totpEnrolled || account.phoneNumber !== null)
+        if (!credentialed) return { outcome: 'existing', accountId: row.id }
+        return linkByVerifiedEmail
+          ? { outcome: 'existing_by_trust', accountId: row.id }
+          : { outcome: 'has_credentials', accountId: row.id }
+      }
       const known = await find()
-      if (known) return known.status === 'blocked' ? undefined : known.id
+      if (known) return existing(known)
       const id = randomUUID()
       const actor = { tenantId, actor: `saml_idp:${idpId}`, requestId: null, clientIp: null }
       try {
@@ -414,12 +647,12 @@ export function createEndUserService(deps: {
             { idpId },
           ),
         )
-        return id
+        return { outcome: 'created', accountId: id }
       } catch (err) {
         // Created meanwhile by another sign-in (or the account of the realm exists without a record).
         if (!isDuplicate(err)) throw err
         const raced = await find()
-        return raced && raced.status !== 'blocked' ? raced.id : undefined
+        return raced ? existing(raced) : { outcome: 'blocked' }
       }
     },
     count: (tenantId) => countEndUsers(sql, tenantId),

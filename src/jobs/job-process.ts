@@ -26,6 +26,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     billing: services.billing,
     partners: services.partners,
     signups: services.signups,
+    endusers: services.endusers,
     cloudExports: services.cloudExports,
     intelligence: services.intelligence,
     // Inside the process's shutdown grace period, leaving time to close connections.

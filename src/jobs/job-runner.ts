@@ -5,6 +5,7 @@ import type { AccessPolicyService } from '../access-policies/access-policy-servi
 import type { BillingService } from '../billing/billing-service.ts'
 import type { CloudExportService } from '../cloud-export/cloud-export-service.ts'
 import type { JobsConfig } from '../config.ts'
+import type { EndUserService } from '../endusers/enduser-service.ts'
 import type { FederationService } from '../federation/saml-service.ts'
 import type { Identity } from '../identity/identity-service.ts'
 import type { IntelligenceService } from '../intelligence/intelligence-service.ts'
@@ -14,6 +15,8 @@ import {
   ACCOUNT_LINK_EMAIL_JOB,
   type AccessDecisionJob,
   type AccountLinkEmailJob,
+  ENDUSER_SIGNUP_EMAIL_JOB,
+  type EndUserSignUpEmailJob,
   INVITATION_EMAIL_JOB,
   type InvitationEmailJob,
   MAIL_QUEUE,
@@ -81,6 +84,8 @@ export interface JobDeps {
   partners: Pick<PartnerService, 'calculateCommissions' | 'deliverDecision'>
   /** Sign-ups' confirmation e-mails, and those whose job was lost. */
   signups: Pick<SignupService, 'deliver' | 'overdue'>
+  /** Sign-up links of applications' pages, and those whose job was lost. */
+  endusers: Pick<EndUserService, 'deliverSignUp' | 'overdueSignUps'>
   /** Cloud KMS exports due for a push (their own queue and sweep). */
   cloudExports: Pick<CloudExportService, 'syncDue'>
   /** Bulk tag-suggestion jobs (the integrations queue) and the key-use meter's fold (lifecycle). */
@@ -242,15 +247,24 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         for (const signupId of lostSignups) {
           await mail.add(SIGNUP_EMAIL_JOB, { signupId }, mailJobOptions(`signup.${signupId}`, 1))
         }
+        // And an application's sign-up link.
+        const lostEndUserSignUps = await deps.endusers.overdueSignUps(grace)
+        for (const requestId of lostEndUserSignUps) {
+          await mail.add(
+            ENDUSER_SIGNUP_EMAIL_JOB,
+            { requestId },
+            mailJobOptions(`enduser-signup.${requestId}`, 1),
+          )
+        }
         const resent = {
           resentInvitations: lost.length,
           resentLinks: lostLinks.length,
-          resentSignups: lostSignups.length,
+          resentSignups: lostSignups.length + lostEndUserSignUps.length,
         }
         if (
           swept.expiredModels > 0 ||
           swept.rotatedToVersion !== null ||
-          lost.length + lostLinks.length + lostSignups.length > 0
+          lost.length + lostLinks.length + resent.resentSignups > 0
         ) {
           logger.info({ ...swept, ...resent }, 'identity sweep')
         }
@@ -307,6 +321,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         | OneTimeCodeJob
         | AccessDecisionJob
         | SignupEmailJob
+        | EndUserSignUpEmailJob
         | PartnerDecisionJob
       >,
     ) => {
@@ -321,6 +336,8 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         return deps.accessPolicies.deliverDecision((job.data as AccessDecisionJob).requestId, final)
       if (job.name === SIGNUP_EMAIL_JOB)
         return deps.signups.deliver((job.data as SignupEmailJob).signupId, final)
+      if (job.name === ENDUSER_SIGNUP_EMAIL_JOB)
+        return deps.endusers.deliverSignUp((job.data as EndUserSignUpEmailJob).requestId, final)
       if (job.name === PARTNER_DECISION_JOB)
         return deps.partners.deliverDecision((job.data as PartnerDecisionJob).partnerId, final)
       return null

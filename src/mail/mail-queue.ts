@@ -35,6 +35,12 @@ export interface SignupEmailJob {
   signupId: string
 }
 
+/** The link of a sign-up on an application's pages (src/endusers): using it creates the end-user. */
+export const ENDUSER_SIGNUP_EMAIL_JOB = 'enduser-signup-email'
+export interface EndUserSignUpEmailJob {
+  requestId: string
+}
+
 export interface InvitationEmailJob {
   invitationId: string
   sendCount: number
@@ -47,6 +53,7 @@ export interface MailQueue {
   enqueueCode(job: OneTimeCodeJob): Promise<void>
   enqueueAccessDecision(job: AccessDecisionJob): Promise<void>
   enqueueSignup(job: SignupEmailJob): Promise<void>
+  enqueueEndUserSignUp(job: EndUserSignUpEmailJob): Promise<void>
   enqueuePartnerDecision(job: PartnerDecisionJob): Promise<void>
   close(): Promise<void>
 }
@@ -112,6 +119,14 @@ export function createMailQueue(deps: {
     async enqueueSignup(job) {
       const { queue: q } = await open()
       await q.add(SIGNUP_EMAIL_JOB, job, mailJobOptions(`signup.${job.signupId}`, deps.attempts))
+    },
+    async enqueueEndUserSignUp(job) {
+      const { queue: q } = await open()
+      await q.add(
+        ENDUSER_SIGNUP_EMAIL_JOB,
+        job,
+        mailJobOptions(`enduser-signup.${job.requestId}`, deps.attempts),
+      )
     },
     async close() {
       if (!queue) return

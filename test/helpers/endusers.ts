@@ -22,9 +22,9 @@ export async function applicationClient(
   return { config, redirectUri }
 }
 
-const LINK = /(http:\/\/[^\s"<>]+\/(?:reset-password|set-up-account)\?[^\s"<>]+)/
+const LINK = /(http:\/\/[^\s"<>]+\/(?:reset-password|set-up-account|confirm-sign-up)\?[^\s"<>]+)/
 
-/** The newest reset or set-up link e-mailed to `email` after `seen` messages. */
+/** The newest reset, set-up or sign-up (`/confirm-sign-up`) link e-mailed to `email` after `seen` messages. */
 export async function linkMailedTo(smtp: TestSmtp, email: string, seen = 0): Promise<URL> {
   const mine = () => smtp.messages.filter((m) => m.to.some((to) => to.toLowerCase() === email.toLowerCase()))
   await waitFor(() => mine().length > seen, `an e-mail to ${email}`)
