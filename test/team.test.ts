@@ -110,6 +110,34 @@ describe('team: invitations, members, roles', () => {
     assert.equal(accepted[0]!.actor, `member:${grace.accountId}`)
   })
 
+  test('GET /me: a member’s token for one tenant lists every tenant they belong to; API keys get 403', async () => {
+    const first = await service.createTenant()
+    const second = await service.createTenant()
+    const member = await memberSession(service, client, first.tenantId, 'tenant:developer')
+    await service.api.services.team.addMember(
+      { tenantId: second.tenantId, actor: 'test', requestId: null, clientIp: null },
+      { accountId: member.accountId, role: 'tenant:viewer' },
+    )
+    const me = await service.request('GET', '/api/v1/me', { headers: member.headers })
+    assert.equal(me.status, 200, me.text)
+    assert.equal(me.body.accountId, member.accountId)
+    assert.equal(me.body.email, member.email)
+    assert.equal(me.body.tenantId, first.tenantId)
+    const byTenant = new Map(
+      (
+        me.body.memberships as Array<{ tenantId: string; role: string; resource: string; tenantName: string }>
+      ).map((m) => [m.tenantId, m]),
+    )
+    assert.equal(byTenant.size, 2)
+    assert.equal(byTenant.get(first.tenantId)?.role, 'tenant:developer')
+    assert.equal(byTenant.get(second.tenantId)?.role, 'tenant:viewer')
+    assert.equal(byTenant.get(second.tenantId)?.resource, `urn:kms:tenant:${second.tenantId}`)
+    assert.match(byTenant.get(second.tenantId)?.tenantName ?? '', /^tenant-/)
+    const byKey = await service.request('GET', '/api/v1/me', { key: first.key })
+    assert.equal(byKey.status, 403, byKey.text)
+    assert.equal((await service.request('GET', '/api/v1/me')).status, 401)
+  })
+
   test('API keys with every scope, viewers and developers cannot manage the team; admins cannot grant owner', async () => {
     const tenant = await service.createTenant()
     const body = { email: 'x@example.com', role: 'tenant:viewer' }

@@ -45,8 +45,9 @@ Commands:
                                                  Make a person a team member (creating their account with a
                                                  generated password, printed once, if they have none)
   reset-member-password --email EMAIL [--reset-totp]
-                                                 Give a team account a new generated password (printed once);
-                                                 --reset-totp also removes its authenticator
+                                                 Give a team account a new generated password (printed once)
+                                                 and end all its sessions and tokens, in every running
+                                                 process within 1 s; --reset-totp also removes its authenticator
   rotate-id-signing-key                          New version of the key that signs ID and access tokens
   set-plan --tenant ID --plan PLAN               Move a tenant to another billing plan (free, pro, enterprise
                                                  by default; see docs/billing.md)
@@ -291,13 +292,23 @@ export async function runCli(argv: string[]): Promise<void> {
     }
     case 'reset-member-password': {
       const email = required(values, 'email')
-      await withServices(config, logger, async ({ accounts }) => {
+      await withServices(config, logger, async ({ accounts, identity }) => {
         const account = await accounts.findTeamAccount(email)
         if (!account) throw new Error(`no team account for ${email}`)
         const password = newPassword()
         await accounts.setPassword(account.id, password)
         if (values['reset-totp']) await accounts.resetTotp(account.id)
-        print({ accountId: account.id, email: account.email, password, totpReset: values['reset-totp'] })
+        // The remedy for a compromised account, with or without --reset-totp: whoever holds its
+        // sessions, refresh or access tokens loses them, and every running process forgets its
+        // grants over the bus (as a reset through the e-mailed link does).
+        await identity.endSessionsOf(account.id)
+        print({
+          accountId: account.id,
+          email: account.email,
+          password,
+          totpReset: values['reset-totp'],
+          sessionsEnded: true,
+        })
       })
       return
     }

@@ -46,6 +46,30 @@ export async function insertLink(
   return created!
 }
 
+/** Arbitrary constant: the first key of the per-account advisory locks of links (two-key form). */
+const LINKS_LOCK_CLASS = 300_012
+
+/**
+ * Serialises the self-service requests of one account until the caller's transaction ends, so
+ * the cap's count and the link that follows it cannot interleave with a concurrent request's.
+ */
+export async function lockLinksOf(db: Queryable, accountId: string): Promise<void> {
+  await db`SELECT pg_advisory_xact_lock(${LINKS_LOCK_CLASS}, hashtext(${accountId}))`
+}
+
+/** How many links of a kind the account was given since `since` (the self-service request cap). */
+export async function countLinksSince(
+  db: Queryable,
+  accountId: string,
+  kind: AccountLinkRow['kind'],
+  since: Date,
+): Promise<number> {
+  const [row] = await db<{ count: number }[]>`
+    SELECT count(*)::int AS count FROM account_links
+    WHERE account_id = ${accountId} AND kind = ${kind} AND created_at > ${since}`
+  return row?.count ?? 0
+}
+
 export async function getLink(db: Queryable, id: string): Promise<AccountLinkRow | undefined> {
   const [row] = await db<AccountLinkRow[]>`SELECT * FROM account_links WHERE id = ${id}`
   return row

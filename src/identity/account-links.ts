@@ -4,19 +4,22 @@ import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
+import type { ClientRateLimit, RequestAdmission } from '../platform/client-rate-limit.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { isUuid } from '../platform/ids.ts'
 import {
   type AccountLinkRow,
   consumeLink,
+  countLinksSince,
   findLiveLink,
   getLink,
   insertLink,
+  lockLinksOf,
   overdueLinks,
   recordLinkDispatch,
 } from './account-link-store.ts'
-import { normalizeEmail, tenantOfRealm } from './account-service.ts'
+import { normalizeEmail, TEAM_REALM, tenantOfRealm } from './account-service.ts'
 import { findAccountByEmail, getAccount, setPasswordHash } from './account-store.ts'
 import { esc } from './pages/layout.ts'
 
@@ -27,6 +30,14 @@ export const LINK_LIFETIME_MS: Record<LinkKind, number> = {
   reset: 60 * 60_000,
   setup: 7 * 24 * 60 * 60_000,
 }
+
+/**
+ * Self-service reset requests (`POST /forgot-password`), end-users' and team members' alike: at
+ * most five reset links per account an hour, those an administrator sends included. Further asks
+ * make nothing and the page reads the same, so the public form cannot flood a mailbox; the owner
+ * still has a live link (each new one replaces the last).
+ */
+export const RESET_REQUESTS = { perWindow: 5, windowMs: 60 * 60_000 } as const
 
 /** The pages that take each kind of link (docs/identity.md). */
 export const LINK_PATHS: Record<LinkKind, string> = {
@@ -72,10 +83,18 @@ export interface AccountLinks {
     passwordHash: string,
   ): Promise<{ accountId: string; applicationId: string | null } | undefined>
   /**
-   * Self-service reset (POST /forgot-password): a reset link for the address in this realm when an
-   * account with sign-in enabled has it; nothing otherwise. The caller answers the same either way.
+   * Self-service reset (POST /forgot-password): a reset link for the address in this realm (a
+   * tenant's end-users, or the team's members) when an account with sign-in enabled has it and
+   * has not reached `RESET_REQUESTS`; nothing otherwise. The caller answers the same either way.
    */
   requestReset(input: { realm: string; email: string; applicationId: string | null }): Promise<void>
+  /**
+   * The bound per client address of the pages that e-mail someone at an anonymous person's
+   * request (forgot password, an application's sign-up): KMS_SIGNUP_RATE_PER_HOUR, one count for
+   * them all, in Redis across processes. Asked before the work, so a refusal is the page's answer
+   * (429), the same for every address.
+   */
+  admitRequest(clientIp: string): Promise<RequestAdmission>
   /** The job process: sends the link's e-mail once. */
   deliver(linkId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
   overdue(graceMs: number): Promise<string[]>
@@ -95,6 +114,8 @@ export function createAccountLinks(deps: {
   mailer?: Mailer
   /** The issuer: links are `{ID_URL}{path}?userId=…&applicationId=…&token=…`. */
   linkBase: () => string
+  /** `admitRequest`'s counter. */
+  requestLimit: ClientRateLimit
 }): AccountLinks {
   const { sql, clock } = deps
 
@@ -176,15 +197,35 @@ export function createAccountLinks(deps: {
     async requestReset(input) {
       const normalized = normalizeEmail(input.email)
       if (normalized.length > 254) return
-      const account = await findAccountByEmail(sql, input.realm, normalized)
       const tenantId = tenantOfRealm(input.realm)
-      if (!account || account.disabled_at || !tenantId) return
+      // Partners' people have no self-service reset here.
+      if (!tenantId && input.realm !== TEAM_REALM) return
+      const account = await findAccountByEmail(sql, input.realm, normalized)
+      if (!account || account.disabled_at) return
+      const since = new Date(clock.now().getTime() - RESET_REQUESTS.windowMs)
       const linkId = await sql.begin(async (tx) => {
+        // Counted under the account's lock: a burst of asks cannot pass the cap together.
+        await lockLinksOf(tx, account.id)
+        if ((await countLinksSince(tx, account.id, 'reset', since)) >= RESET_REQUESTS.perWindow) {
+          // The tenant sees the refused asks too (a mailbox being flooded).
+          if (tenantId)
+            await deps.audit.recordInTransaction(tx, {
+              tenantId,
+              actor: `enduser:${account.id}`,
+              action: 'endusers.password_reset.request',
+              resource: `enduser:${account.id}`,
+              outcome: 'denied',
+              details: { applicationId: input.applicationId, reason: 'rate_limited' },
+            })
+          return undefined
+        }
         const issued = await links.issue(tx, {
           accountId: account.id,
           kind: 'reset',
           applicationId: input.applicationId,
         })
+        // A member's account belongs to no one tenant: only end-users' requests are a tenant's record.
+        if (!tenantId) return issued.linkId
         await deps.audit.recordInTransaction(tx, {
           tenantId,
           actor: `enduser:${account.id}`,
@@ -195,8 +236,9 @@ export function createAccountLinks(deps: {
         })
         return issued.linkId
       })
-      await links.enqueue(linkId)
+      if (linkId) await links.enqueue(linkId)
     },
+    admitRequest: (clientIp) => deps.requestLimit.admit(clientIp),
     async deliver(linkId, final) {
       const row = await getLink(sql, linkId)
       if (row?.email_dispatch_status !== 'queued' || !row.link_sealed || !row.link_master_key_id)

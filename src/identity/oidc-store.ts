@@ -56,6 +56,25 @@ export async function grantIdsOfAccount(db: Queryable, accountId: string): Promi
 }
 
 /**
+ * The account's grants of one client that include a resource (a member removed from a tenant:
+ * the console's grants for that tenant's resource), with every code and token issued under them.
+ * Returns the grants removed, so every process can drop them from its cache after commit.
+ */
+export async function destroyGrantsWithResource(
+  db: Queryable,
+  input: { accountId: string; clientId: string; resource: string },
+): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`
+    DELETE FROM oidc_models
+    WHERE model = 'Grant' AND payload->>'accountId' = ${input.accountId}
+      AND payload->>'clientId' = ${input.clientId} AND (payload->'resources') ? ${input.resource}
+    RETURNING id`
+  const ids = rows.map((row) => row.id)
+  if (ids.length > 0) await db`DELETE FROM oidc_models WHERE grant_id = ANY(${ids}::text[])`
+  return ids
+}
+
+/**
  * Everything of one account: sessions, grants, codes and tokens. Returns the grants removed, so
  * every process can drop them from its cache.
  */

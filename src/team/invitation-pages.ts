@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { type AccountService, TEAM_PASSWORD_POLICY } from '../identity/account-service.ts'
+import { type AccountService, TEAM_PASSWORD_POLICY, TEAM_REALM } from '../identity/account-service.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../identity/pages/csrf.ts'
 import {
   esc,
@@ -100,20 +100,24 @@ ${csrfField(csrf, request, reply, PURPOSE)}
           )
         accountId = existing.id
       } else {
+        // The policy's shortfalls in the page's own words (as the reset page says them), not the
+        // API's message for a field.
+        const prepared = await accounts.preparePassword(password, TEAM_PASSWORD_POLICY)
+        if (prepared.problems)
+          return form(
+            request,
+            reply,
+            ctx,
+            token,
+            invitation,
+            400,
+            ctx.t.passwordWeak.replace('{problems}', prepared.problems.join(', ')),
+          )
         try {
-          accountId = (await accounts.createTeamAccount({ email: invitation.email, password })).id
+          accountId = (
+            await accounts.createAccount(TEAM_REALM, { email: invitation.email, passwordHash: prepared.hash })
+          ).id
         } catch (err) {
-          if (err instanceof AppError && err.statusCode === 400) {
-            return form(
-              request,
-              reply,
-              ctx,
-              token,
-              invitation,
-              400,
-              err.message.replace(/^password /, 'The password must have '),
-            )
-          }
           if (err instanceof AppError && err.code === 'account_exists') {
             return form(
               request,

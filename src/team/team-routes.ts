@@ -12,6 +12,7 @@ import {
   MemberListSchema,
   MemberParams,
   MemberSchema,
+  MeSchema,
 } from './team-schemas.ts'
 import type { TeamCaller, TeamService } from './team-service.ts'
 
@@ -29,6 +30,26 @@ export function teamRoutes(team: TeamService): FastifyPluginAsyncTypebox {
     return { memberRole: principal.kind === 'member' ? principal.role : undefined }
   }
   return async (app) => {
+    app.get(
+      '/me',
+      {
+        config: { access: READ },
+        schema: {
+          tags: TAGS,
+          summary: 'The signed-in member and every tenant they belong to',
+          description:
+            'A person’s access token (any tenant’s) answers with their account and memberships, so a client can learn which `urn:kms:tenant:<id>` to ask the provider for. API keys get 403: they belong to one tenant and no person.',
+          operationId: 'getMe',
+          response: { 200: MeSchema, ...errorResponses(403) },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request)
+        // READ admits members only; the check narrows the type.
+        if (principal.kind !== 'member') throw new Error('GET /me reached without a member')
+        return team.me(principal.tenantId, principal.accountId)
+      },
+    )
     app.get(
       '/team/members',
       {

@@ -17,6 +17,32 @@ export const MemberSchema = Type.Object(
 )
 nameSchema(MemberSchema, 'TeamMember')
 
+export const MeSchema = Type.Object(
+  {
+    accountId: Uuid('The signed-in person’s account'),
+    email: Type.String(),
+    displayName: Type.Union([Type.String(), Type.Null()]),
+    tenantId: Uuid('The tenant this access token is for'),
+    memberships: Type.Array(
+      Type.Object(
+        {
+          tenantId: Uuid('A tenant the person belongs to'),
+          tenantName: Type.String(),
+          role: Role,
+          resource: Type.String({
+            description: 'The resource indicator to ask the provider for, for a token of this tenant',
+            examples: ['urn:kms:tenant:0b6f3c7e-8d2a-4c1e-9f5b-2a7d4e6c8b10'],
+          }),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'Every tenant the person is a member of, oldest membership first' },
+    ),
+  },
+  { additionalProperties: false },
+)
+nameSchema(MeSchema, 'Me')
+
 export const MemberListSchema = Type.Object(
   { data: Type.Array(MemberSchema), total: Type.Integer() },
   { additionalProperties: false },

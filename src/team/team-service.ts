@@ -15,7 +15,7 @@ import { AppError, forbidden, invalidField, notFound } from '../platform/errors.
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import { createReadThroughCache } from '../platform/read-through-cache.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
-import { invitationEmail } from './invitation-email.ts'
+import { invitationEmail, inviterName } from './invitation-email.ts'
 import {
   consumeInvitation,
   deleteMembership,
@@ -78,9 +78,34 @@ export interface InvitationPreview {
 
 export type DeliveryOutcome = 'sent' | 'failed' | 'skipped'
 
+/**
+ * What the team needs of the identity module (src/identity): the console's grants of a member for
+ * one tenant. A removal destroys them, so tokens issued before it cannot come back to life when
+ * the person is made a member again (the bearer path checks the grant and the role as they are
+ * now: with the grant alive, a new membership would give old tokens the new role).
+ */
+export interface MemberGrants {
+  /** Inside the removal's transaction: destroys them (their tokens with them); returns their ids. */
+  destroyTenantGrants(tx: Tx, accountId: string, tenantId: string): Promise<string[]>
+  /** After commit: every process forgets them (the bus, as for the membership). */
+  revoked(grantIds: readonly string[]): Promise<void>
+}
+
+/** A signed-in member's own view (`GET /me`): who they are and every tenant they belong to. */
+export interface MeView {
+  accountId: string
+  email: string
+  displayName: string | null
+  /** The tenant the caller's token is for. */
+  tenantId: string
+  memberships: Array<{ tenantId: string; tenantName: string; role: TenantRole; resource: string }>
+}
+
 export interface TeamService extends MembershipRoles {
   /** The memberships of a person (which tenants they may sign in for). */
   tenantsOf(accountId: string): Promise<Array<{ tenantId: string; role: TenantRole }>>
+  /** The caller's own account and memberships, for a client to learn which tenants it may ask for. */
+  me(tenantId: string, accountId: string): Promise<MeView>
   /** Inside the caller's transaction when given (the bootstrap's): nothing else is read then. */
   addMember(
     actor: Actor,
@@ -123,6 +148,7 @@ const invitationInvalid = () =>
 const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest()
 const linkAad = (id: string) => `kms invitation link v1 id:${id}`
 const TOKEN = /^[A-Za-z0-9_-]{43}$/
+const MEMBER_ACTOR = /^member:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
 
 export function createTeamService(deps: {
   sql: Sql
@@ -138,6 +164,8 @@ export function createTeamService(deps: {
   /** The base of invitation links: the provider's issuer (ID_URL). */
   linkBase: () => string
   cacheTtlMs: number
+  /** Absent only where no member is ever removed (the first start's bootstrap). */
+  grants?: MemberGrants
 }): TeamService {
   const { sql, audit, clock } = deps
   const roles = createReadThroughCache<TenantRole | null>({ ttlMs: deps.cacheTtlMs, maxEntries: 50_000 })
@@ -212,6 +240,12 @@ export function createTeamService(deps: {
     }
   }
 
+  /** The member who made an invitation (`member:<account id>`), as the e-mail names them. */
+  async function inviterOf(createdBy: string) {
+    const accountId = MEMBER_ACTOR.exec(createdBy)?.[1]
+    return accountId ? deps.accounts.get(accountId) : undefined
+  }
+
   async function insertMember(
     db: Queryable,
     actor: Actor,
@@ -250,6 +284,34 @@ export function createTeamService(deps: {
         role: row.role,
       }))
     },
+    async me(tenantId, accountId) {
+      const [account, rows] = await Promise.all([
+        deps.accounts.get(accountId),
+        membershipsOfAccount(sql, accountId),
+      ])
+      if (!account) throw notFound('account_not_found', 'Account')
+      const memberships = await Promise.all(
+        rows.map(async (row) => ({ row, tenant: await deps.tenants.get(row.tenant_id) })),
+      )
+      return {
+        accountId,
+        email: account.email,
+        displayName: account.displayName,
+        tenantId,
+        memberships: memberships.flatMap(({ row, tenant }) =>
+          tenant
+            ? [
+                {
+                  tenantId: row.tenant_id,
+                  tenantName: tenant.name,
+                  role: row.role,
+                  resource: `urn:kms:tenant:${row.tenant_id}`,
+                },
+              ]
+            : [],
+        ),
+      }
+    },
     async addMember(actor, input, tx) {
       const row = tx
         ? await insertMember(tx, actor, input.accountId, input.role)
@@ -287,7 +349,7 @@ export function createTeamService(deps: {
       return (await memberViews([row]))[0]!
     },
     async removeMember(actor, caller, accountId) {
-      await sql.begin(async (tx) => {
+      const endedGrants = await sql.begin(async (tx) => {
         const rows = await lockMemberships(tx, actor.tenantId)
         const target = rows.find((r) => r.account_id === accountId)
         if (!target) throw notFound('member_not_found', 'Member')
@@ -295,16 +357,21 @@ export function createTeamService(deps: {
         if (target.role === 'tenant:owner' && rows.filter((r) => r.role === 'tenant:owner').length === 1)
           throw lastOwner()
         await deleteMembership(tx, actor.tenantId, accountId)
+        // In the same transaction: a removal that commits never leaves grants behind for a later
+        // membership to revive.
+        const ended = (await deps.grants?.destroyTenantGrants(tx, accountId, actor.tenantId)) ?? []
         await audit.recordInTransaction(tx, {
           ...actor,
           action: 'team.member.remove',
           resource: `member:${accountId}`,
           outcome: 'success',
-          details: { role: target.role },
+          details: { role: target.role, grantsEnded: ended.length },
         })
+        return ended
       })
-      // Every process drops the cached role at once: the member's tokens stop working.
+      // Every process drops the cached role and grants at once: the member's tokens stop working.
       await changed(actor.tenantId, accountId)
+      await deps.grants?.revoked(endedGrants)
     },
     async invite(actor, caller, input) {
       const email = checkEmail(input.email, 'body/email')
@@ -367,6 +434,16 @@ export function createTeamService(deps: {
     },
     async revokeInvitation(actor, id) {
       return sql.begin(async (tx) => {
+        // An owner's invitation is an owner's to take back, as only an owner may send one
+        // (requireOwnerFor): the caller's role as it is now; an API key holds none.
+        const pending = await getInvitation(tx, actor.tenantId, id)
+        if (pending?.role === 'tenant:owner') {
+          const accountId = actor.actor.startsWith('member:')
+            ? actor.actor.slice('member:'.length)
+            : undefined
+          const membership = accountId ? await getMembership(tx, actor.tenantId, accountId) : undefined
+          requireOwnerFor({ memberRole: membership?.role }, pending.role)
+        }
         const row = await revokeInvitation(tx, actor.tenantId, id)
         if (!row) {
           if (await getInvitation(tx, actor.tenantId, id))
@@ -426,6 +503,7 @@ export function createTeamService(deps: {
       if (!masterKey) return 'skipped'
       const link = open(masterKey.key, row.token_sealed, linkAad(row.id)).toString('utf8')
       const tenant = await deps.tenants.get(row.tenant_id)
+      const inviter = await inviterOf(row.created_by)
       try {
         if (!deps.mailer) throw new MailError('smtp_not_configured')
         await deps.mailer.send({
@@ -435,6 +513,7 @@ export function createTeamService(deps: {
             role: row.role,
             link,
             expiresAt: row.expires_at,
+            inviter: inviter ? inviterName(inviter) : null,
           }),
         })
       } catch (err) {

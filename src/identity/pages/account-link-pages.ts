@@ -1,9 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
-import { resolvePanel } from '../../branding/login-panel.ts'
 import { isUuid } from '../../platform/ids.ts'
 import { type AccountLinks, LINK_PATHS, type LinkKind } from '../account-links.ts'
-import { type AccountService, type PasswordPolicy, tenantOfRealm, tenantRealm } from '../account-service.ts'
+import {
+  type AccountService,
+  type PasswordPolicy,
+  TEAM_PASSWORD_POLICY,
+  TEAM_REALM,
+  tenantOfRealm,
+  tenantRealm,
+} from '../account-service.ts'
 import type { ClientDirectory } from '../oidc-provider.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from './csrf.ts'
 import {
@@ -14,6 +20,7 @@ import {
   pageHeaders,
   renderErrorPage,
   renderPage,
+  withPanel,
 } from './layout.ts'
 import type { TenantBranding } from './sign-in-routes.ts'
 
@@ -46,10 +53,13 @@ const field = (fields: unknown, name: string): string | undefined => {
 }
 
 /**
- * Self-service pages of end-user accounts: forgot password (`POST /forgot-password` answers the
- * same whether or not the account exists), and the pages of the e-mailed links, reset and account
- * set-up, which take `userId`, `applicationId` and `token` and validate the user and the token
- * together (400 `invalid_reset_token` when they do not match, a link used, expired or replaced).
+ * Self-service pages of end-user and team member accounts: forgot password (`POST
+ * /forgot-password` answers the same whether or not the account exists), and the pages of the
+ * e-mailed links, reset and account set-up, which take `userId`, `applicationId` and `token` and
+ * validate the user and the token together (400 `invalid_reset_token` when they do not match, a
+ * link used, expired or replaced). An application's sign-in page links to
+ * `/forgot-password?applicationId=…` (its tenant's end-users); the console's to
+ * `/forgot-password?realm=team` (team members, who have the team's fixed password policy).
  */
 export function accountLinkPages(deps: AccountLinkPagesDeps) {
   const { csrf, links } = deps
@@ -68,9 +78,7 @@ export function accountLinkPages(deps: AccountLinkPagesDeps) {
     const account = !app && userId && isUuid(userId) ? await deps.accounts.get(userId) : undefined
     const tenantId = app?.tenantId ?? (account ? tenantOfRealm(account.realm) : undefined)
     const tenantPanel = tenantId ? await deps.branding?.panelOf(tenantId) : undefined
-    if (!app?.branding && !tenantPanel) return ctx
-    const defaults = { title: ctx.t.panelTitle, text: ctx.t.panelText }
-    return { ...ctx, panel: resolvePanel(ctx.locale, defaults, app?.branding?.loginPanel, tenantPanel) }
+    return withPanel(ctx, app, tenantPanel)
   }
 
   const formField = (request: FastifyRequest, reply: FastifyReply, purpose: string) =>
@@ -84,16 +92,21 @@ export function accountLinkPages(deps: AccountLinkPagesDeps) {
     return send(reply, 400, renderPage(ctx, { title: ctx.t.errorTitle, body }))
   }
 
+  /** Whose form: an application's end-users, or the team's members. */
+  type ForgotTarget = { applicationId: string } | { realm: typeof TEAM_REALM }
+
   function forgotForm(
     request: FastifyRequest,
     reply: FastifyReply,
     ctx: PageContext,
-    applicationId: string,
+    target: ForgotTarget,
     back: string | undefined,
   ) {
+    const [name, value] =
+      'realm' in target ? ['realm', target.realm] : ['applicationId', target.applicationId]
     const body = `<p>${esc(ctx.t.forgotPrompt)}</p><form method="post" action="/forgot-password">
 ${formField(request, reply, 'forgot-password')}
-<input type="hidden" name="applicationId" value="${esc(applicationId)}">
+<input type="hidden" name="${name}" value="${esc(value)}">
 ${back ? `<input type="hidden" name="return" value="${esc(back)}">` : ''}
 <label for="email">${esc(ctx.t.email)}</label>
 <input id="email" name="email" type="email" autocomplete="username" required maxlength="254">
@@ -147,22 +160,35 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
 
   async function policyFor(userId: string): Promise<PasswordPolicy | undefined> {
     const account = await deps.accounts.get(userId)
+    if (account?.realm === TEAM_REALM) return TEAM_PASSWORD_POLICY
     const tenantId = account ? tenantOfRealm(account.realm) : undefined
     return tenantId ? deps.passwordPolicyOf(tenantId) : undefined
+  }
+
+  /** `realm=team`: the console's members; else the application the query or form names. */
+  async function forgotTargetOf(
+    fields: unknown,
+  ): Promise<{ target: ForgotTarget; realm: string; applicationId: string | null } | undefined> {
+    if (field(fields, 'realm') === TEAM_REALM)
+      return { target: { realm: TEAM_REALM }, realm: TEAM_REALM, applicationId: null }
+    const applicationId = field(fields, 'applicationId') ?? ''
+    const application = isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
+    return application
+      ? { target: { applicationId }, realm: tenantRealm(application.tenantId), applicationId }
+      : undefined
   }
 
   return async (app: FastifyInstance) => {
     app.get('/forgot-password', async (request, reply) => {
       const ctx = await contextOf(request, request.query)
-      const applicationId = field(request.query, 'applicationId') ?? ''
       const back = field(request.query, 'return')
-      const application = isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
-      if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      const forgot = await forgotTargetOf(request.query)
+      if (!forgot) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
       return forgotForm(
         request,
         reply,
         ctx,
-        applicationId,
+        forgot.target,
         back && SIGN_IN_RETURN.test(back) ? back : undefined,
       )
     })
@@ -171,14 +197,21 @@ ${claim.applicationId ? `<input type="hidden" name="applicationId" value="${esc(
       const ctx = await contextOf(request, request.body)
       if (!csrf.check(cookieOf(request, CSRF_COOKIE), 'forgot-password', field(request.body, CSRF_FIELD)))
         return expired(request, reply, ctx)
-      const applicationId = field(request.body, 'applicationId') ?? ''
       const email = (field(request.body, 'email') ?? '').slice(0, 320)
       const back = field(request.body, 'return')
-      const application = isUuid(applicationId) ? await deps.clients.applicationOf(applicationId) : undefined
-      if (!application) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      const forgot = await forgotTargetOf(request.body)
+      if (!forgot) return send(reply, 404, renderErrorPage(ctx, 'This page does not exist.'))
+      // Each ask may send an e-mail: bounded per client address (the same answer for any address).
+      const admission = await links.admitRequest(request.ip)
+      if (!admission.admitted)
+        return send(
+          reply.header('retry-after', String(admission.retryAfterSeconds)),
+          429,
+          renderErrorPage(ctx, ctx.t.tooManyRequests, back && SIGN_IN_RETURN.test(back) ? back : undefined),
+        )
       // The answer never depends on the account: the link is made after it, off this request's path.
       void links
-        .requestReset({ realm: tenantRealm(application.tenantId), email, applicationId })
+        .requestReset({ realm: forgot.realm, email, applicationId: forgot.applicationId })
         .catch((err: unknown) =>
           deps.logger.error({ err: { message: (err as Error).message } }, 'password reset request failed'),
         )
