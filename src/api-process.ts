@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
+import { endUserSignUpPages } from './endusers/enduser-signup-pages.ts'
 import { createEventLoopMonitor } from './health/event-loop-monitor.ts'
 import { startJobs } from './jobs/job-process.ts'
 import type { JobRunner } from './jobs/job-runner.ts'
@@ -16,6 +17,13 @@ export interface ApiProcess {
   url: string
   /** Stops accepting, finishes in-flight requests, flushes the audit log, closes connections. */
   stop(): Promise<void>
+}
+
+/** The listening URL as a usable origin: an unspecified address (`[::]`) is not one to send a browser to. */
+function listeningOrigin(url: string): string {
+  const origin = new URL(url)
+  if (origin.hostname === '[::]' || origin.hostname === '0.0.0.0') origin.hostname = 'localhost'
+  return origin.origin
 }
 
 export async function startApiProcess(
@@ -53,11 +61,30 @@ export async function startApiProcess(
         pageSettings: services.identity.pageSettings,
         limit: { redis: services.redis, prefix: config.redisPrefix, perHour: config.signupRatePerHour },
       }),
+      endUserSignUpPages({
+        endusers: services.endusers,
+        accounts: services.accounts,
+        clients: services.identity.clients,
+        ...(services.identity.branding ? { branding: services.identity.branding } : {}),
+        passwordPolicyOf: async (tenantId) => (await services.settings.getSecurity(tenantId)).passwordPolicy,
+        csrf: services.identity.csrf,
+        pageSettings: services.identity.pageSettings,
+      }),
     ],
   })
   const url = await app.listen({ host: config.host, port: config.port })
-  // The issuer is the URL the service listens on unless ID_URL names the public one.
-  services.identity.oidc.setIssuer(url)
+  // The issuer is the URL the service listens on unless ID_URL names the public one. Either way it
+  // is the one origin of everything the provider advertises (oidc-provider.ts pinnedToIssuer):
+  // discovery through another host name still names it, and sign-in works through it only.
+  if (!config.identity.idUrl) {
+    const issuer = listeningOrigin(url)
+    services.identity.oidc.setIssuer(issuer)
+    logger.info(
+      { issuer },
+      `ID_URL is not set: the OpenID provider's issuer, its endpoints and the links it e-mails are at ${issuer}; ` +
+        'clients must use that origin. Set ID_URL to the URL clients reach the service at (e.g. ID_URL=https://kms.example.com)',
+    )
+  }
   const jobs: JobRunner | undefined = options.jobs ? await startJobs(services) : undefined
   let stopping: Promise<void> | undefined
   return {

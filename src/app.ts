@@ -136,6 +136,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const accessLogged = deps.logger.isLevelEnabled(accessLogLevel)
   app.addHook('onResponse', (request, reply, done) => {
     if (accessLogged) {
+      // `url` keeps its query, but the logger's serializer blanks the values of secret parameters
+      // (the one-time link's `token`, an authorization `code`, ...: platform/logger.ts).
       request.log[accessLogLevel](
         {
           method: request.method,
@@ -203,17 +205,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         passwordPolicyOf: async (tenantId) => (await deps.settings.getSecurity(tenantId)).passwordPolicy,
         endSessionsOf: (accountId) => deps.identity!.endSessionsOf(accountId),
         accounts: deps.accounts,
-        memberships: deps.identity.memberships,
         csrf: deps.identity.csrf,
         pageSettings: deps.identity.pageSettings,
-        ...(deps.identity.mfaPolicy ? { mfaPolicy: deps.identity.mfaPolicy } : {}),
+        gate: deps.identity.gate,
+        signIns: deps.identity.signIns,
         ...(deps.identity.branding ? { branding: deps.identity.branding } : {}),
         codes: deps.identity.codes,
         accessPolicy: deps.accessPolicies,
         federation: deps.federation,
-        partners: {
-          statusOf: async (accountId) => (await deps.partners.partnerOfAccount(accountId))?.status,
-        },
         issuerName: 'KMS',
         extraPages: deps.identityPages ?? [],
       }),

@@ -8,6 +8,16 @@ import type {
 import { AppError } from '../platform/errors.ts'
 import { type HttpMetrics, UNMATCHED_ROUTE } from './service-metrics.ts'
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route label of each request, for a wildcard route that serves endpoints of its own (the
+     * OpenID provider's `/oidc/*`): one of a fixed set of templates, never the raw URL.
+     */
+    metricsRoute?: (url: string) => string
+  }
+}
+
 /**
  * Request counts, durations and errors by route template (never the raw URL: bounded label
  * values). Each route gets its own onResponse hook, bound at registration to the route's
@@ -32,8 +42,24 @@ export function instrumentRequests(app: FastifyInstance, http: HttpMetrics) {
     }
   }
 
+  // A route serving several endpoints of its own names each request's label; recorders are kept
+  // per label, which the route draws from a fixed set.
+  const labelled = (labelOf: (url: string) => string) => {
+    const recorders = new Map<string, ReturnType<typeof recorder>>()
+    return (request: FastifyRequest, reply: FastifyReply) => {
+      const label = labelOf(request.url)
+      let record = recorders.get(label)
+      if (!record) {
+        record = recorder(label)
+        recorders.set(label, record)
+      }
+      record(request, reply)
+    }
+  }
+
   app.addHook('onRoute', (route) => {
-    const record = recorder(route.url)
+    const labelOf = route.config?.metricsRoute
+    const record = labelOf ? labelled(labelOf) : recorder(route.url)
     const hook: onResponseHookHandler = (request, reply, done) => {
       record(request, reply)
       done()
