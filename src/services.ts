@@ -48,6 +48,7 @@ import type { Resolver } from './outbound/destination.ts'
 import { createOutboundClient, type OutboundClient } from './outbound/outbound-client.ts'
 import { createPartnerAuthenticator } from './partners/partner-authenticator.ts'
 import { createPartnerService, type PartnerService } from './partners/partner-service.ts'
+import { createClientRateLimit } from './platform/client-rate-limit.ts'
 import { type Clock, systemClock } from './platform/clock.ts'
 import { connectDatabase, type Sql } from './platform/database.ts'
 import { createInvalidationBus, type InvalidationBus } from './platform/invalidation-bus.ts'
@@ -218,6 +219,12 @@ export async function createServices(
     mailer,
     linkBase: () => identity!.oidc.issuer(),
     cacheTtlMs: config.apiKeyCacheTtlMs,
+    // A removal ends the member's console grants for the tenant (the identity module's).
+    grants: {
+      destroyTenantGrants: (tx, accountId, tenantId) =>
+        identity!.destroyTenantGrantsOf(tx, accountId, tenantId),
+      revoked: (grantIds) => identity!.grantsRevoked(grantIds),
+    },
   })
   const memberships = team
   identity = createIdentity({
@@ -253,7 +260,25 @@ export async function createServices(
       roleNamesFor: (tenantId, accountId, applicationId) =>
         roles!.roleNamesFor(tenantId, accountId, applicationId),
     },
-    refreshPolicy: { allowsRefresh: (attempt) => accessPolicies!.allowsRefresh(attempt) },
+    // The authorization gate asks these modules, built further down (the Modules issue removes
+    // this late binding).
+    accessPolicy: {
+      decideSignIn: (attempt) => accessPolicies!.decideSignIn(attempt),
+      allowsRefresh: (attempt) => accessPolicies!.allowsRefresh(attempt),
+    },
+    endUsers: {
+      recordSignIn: (tenantId, accountId, applicationId) =>
+        endusers.recordSignIn(tenantId, accountId, applicationId),
+    },
+    partners: { statusOf: async (accountId) => (await partners.partnerOfAccount(accountId))?.status },
+    countSignIn: (kind, outcome, reason) => metrics.signIn(kind, outcome, reason),
+    // Forgot password and applications' sign-up: the tenant sign-up's bound per client address,
+    // counted apart from it (a tenant's end-users should not use up new tenants' allowance).
+    requestLimit: createClientRateLimit({
+      redis,
+      nameSpace: `${config.redisPrefix}self-service-rate:`,
+      perHour: config.signupRatePerHour,
+    }),
   })
   const endusers = createEndUserService({
     sql,
@@ -263,6 +288,10 @@ export async function createServices(
     sessions: identity,
     applications: { exists: (tenantId, id) => applications!.exists(tenantId, id) },
     clock,
+    masterKeys,
+    mailQueue,
+    mailer,
+    linkBase: () => identity!.oidc.issuer(),
   })
   applications = createApplicationService({
     sql,

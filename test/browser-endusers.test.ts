@@ -258,6 +258,7 @@ describe('end-users in Chromium: set-up link, MFA by e-mail, SMS and TOTP, reset
       await screenshot(page, name)
       const panel = {
         title: await page.textContent('.panel h2'),
+        text: await page.textContent('.panel p'),
         image: await page.getAttribute('.panel-image', 'src'),
       }
       await page.context().close()
@@ -270,7 +271,9 @@ describe('end-users in Chromium: set-up link, MFA by e-mail, SMS and TOTP, reset
     assert.equal(en.title, 'Acme Corporation', 'no English from the application: the tenant’s')
     assert.equal(en.image, 'https://images.example.test/orders.png', 'the image is the application’s')
     const fr = await panelOf('fr-FR', 'enduser-16-branding-fr')
-    assert.equal(fr.title, 'Clés et identité pour toute votre équipe', 'neither has French: the defaults')
+    // Neither has French: the defaults, which on an application's page name the application.
+    assert.equal(fr.title, 'Orders', 'neither has French: the application’s name, not the service’s words')
+    assert.equal(fr.text, 'Connectez-vous pour continuer vers Orders.')
   })
 
   test('every page had exactly the spec’s CSP, and the browser reported no violation', async () => {

@@ -211,4 +211,90 @@ describe('sign-in pages in Chromium (Playwright)', () => {
     await screenshot(page, '11-sign-in-fr')
     await context.close()
   })
+
+  test('a remembered login is asked, on a page and by keyboard alone, for the code a second tenant requires (step-up)', async () => {
+    const tenantA = await service.createTenant()
+    const tenantB = await service.createTenant()
+    const ownerB = await memberSession(service, client, tenantB.tenantId, 'tenant:owner')
+    const required = await service.request('PATCH', '/api/v1/settings/security', {
+      headers: ownerB.headers,
+      body: {
+        mfaMethods: {
+          totp: { enabled: false, required: false },
+          emailOtp: { enabled: true, required: true },
+        },
+      },
+    })
+    assert.equal(required.status, 200, required.text)
+    const email = `step-up-${process.pid}@example.com`
+    const password = 'step-up password, long enough'
+    const account = await service.api.services.accounts.createTeamAccount({ email, password })
+    for (const tenantId of [tenantA.tenantId, tenantB.tenantId])
+      await service.api.services.team.addMember(
+        { tenantId, actor: 'test', requestId: null, clientIp: null },
+        { accountId: account.id, role: 'tenant:developer' },
+      )
+    const authorizeUrl = async (tenantId: string, state: string, verifier: string) =>
+      oidc
+        .buildAuthorizationUrl(client.config, {
+          redirect_uri: redirectUri,
+          scope: 'openid email',
+          code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+          code_challenge_method: 'S256',
+          resource: `urn:kms:tenant:${tenantId}`,
+          state,
+        })
+        .toString()
+    const { page, context, documents } = await newPage()
+    /** Moves the focus with Tab until it is on the element with this id (a person using the keyboard). */
+    const tabTo = async (id: string) => {
+      for (let i = 0; i < 15; i++) {
+        if ((await page.evaluate('document.activeElement?.id')) === id) return
+        await page.keyboard.press('Tab')
+      }
+      assert.fail(`#${id} was not reached with the keyboard`)
+    }
+
+    // Tenant A asks for the password only.
+    await page.goto(await authorizeUrl(tenantA.tenantId, 'a', oidc.randomPKCECodeVerifier()))
+    await page.waitForSelector('#email')
+    await tabTo('email')
+    await page.keyboard.type(email)
+    await tabTo('password')
+    await page.keyboard.type(password)
+    await Promise.all([
+      page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }),
+      page.keyboard.press('Enter'),
+    ])
+
+    // Tenant B, same browser: no password again, but the e-mailed code B requires.
+    const seen = smtp.messages.length
+    const verifier = oidc.randomPKCECodeVerifier()
+    await page.goto(await authorizeUrl(tenantB.tenantId, 'b', verifier))
+    await page.waitForSelector('#step-up')
+    assert.equal(await page.$('#password'), null, 'the password is not asked again')
+    assert.match((await page.textContent('#step-up')) ?? '', /one more verification/)
+    await screenshot(page, '12-step-up-email-code')
+    await waitFor(() => smtp.messages.slice(seen).some((m) => m.to.includes(email)), 'the e-mailed code')
+    const mail = smtp.messages.slice(seen).find((m) => m.to.includes(email))!
+    const code = /sign-in code is (\d{6})/.exec(textOf(mail))?.[1]
+    assert.ok(code)
+    await tabTo('code')
+    await page.keyboard.type(code)
+    await Promise.all([
+      page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }),
+      page.keyboard.press('Enter'),
+    ])
+    const tokens = await oidc.authorizationCodeGrant(
+      client.config,
+      new URL(page.url()),
+      { pkceCodeVerifier: verifier, expectedState: 'b' },
+      { resource: `urn:kms:tenant:${tenantB.tenantId}` },
+    )
+    const amr = JSON.parse(Buffer.from(tokens.id_token!.split('.')[1]!, 'base64url').toString()).amr
+    assert.deepEqual(amr, ['pwd', 'otp', 'mfa'])
+    assertCsp(documents, 3)
+    assert.deepEqual(violations, [], 'no CSP violation reported by the browser')
+    await context.close()
+  })
 })

@@ -4,28 +4,40 @@ import type { IdentityConfig } from '../config.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import type { Mailer } from '../mail/mailer.ts'
+import type { ClientRateLimit } from '../platform/client-rate-limit.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import type { SmsSender } from '../sms/sms-sender.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { createAccessTokenVerifier } from './access-token-verifier.ts'
 import { type AccountLinks, createAccountLinks } from './account-links.ts'
 import type { AccountService } from './account-service.ts'
+import {
+  type AuthorizationGate,
+  createAuthorizationGate,
+  type GateAccessPolicy,
+  type GateEndUsers,
+  type GatePartners,
+  type MfaPolicy,
+} from './authorization-gate.ts'
 import { type CorsAllowlist, createCorsAllowlist } from './cors-allowlist.ts'
 import {
   type ClientDirectory,
+  CONSOLE_CLIENT_ID,
   createOidcRuntime,
   type OidcRuntime,
-  type RefreshPolicy,
   type RoleClaims,
   type SessionPolicy,
+  TENANT_RESOURCE_PREFIX,
 } from './oidc-provider.ts'
-import { destroyByAccount, sweepExpiredModels } from './oidc-store.ts'
+import { destroyByAccount, destroyGrantsWithResource, sweepExpiredModels } from './oidc-store.ts'
 import { createOneTimeCodes, type OneTimeCodes } from './one-time-codes.ts'
 import { type Csrf, createCsrf } from './pages/csrf.ts'
 import type { PageSettings } from './pages/layout.ts'
-import type { MfaPolicy, TenantBranding } from './pages/sign-in-routes.ts'
+import type { TenantBranding } from './pages/sign-in-routes.ts'
+import { destroyFactorsOfAccount, sweepExpiredFactors } from './session-factor-store.ts'
+import { createSignInEvents, type SignInEvents } from './sign-in-events.ts'
 import { createSigningKeys, type SigningKeys } from './signing-keys.ts'
 
 export interface Identity {
@@ -42,10 +54,22 @@ export interface Identity {
   /** Sign-in codes by e-mail and SMS. */
   codes: OneTimeCodes
   cors: CorsAllowlist
+  /** What every authorization checks, before a code and at each refresh. */
+  gate: AuthorizationGate
+  /** Sign-ins and failed sign-ins: audited and counted. */
+  signIns: SignInEvents
   /** Tenants' applications as the provider and the pages see them. */
   clients: ClientDirectory
   /** Ends every session, grant and token of an account, in every process. */
   endSessionsOf(accountId: string): Promise<void>
+  /**
+   * A member removed from a tenant: destroys, inside the caller's transaction, the account's
+   * console grants that include the tenant's resource, with their codes and tokens (a grant may
+   * hold other tenants too: it goes whole). Returns them for `grantsRevoked` after commit.
+   */
+  destroyTenantGrantsOf(tx: Queryable, accountId: string, tenantId: string): Promise<string[]>
+  /** After the commit that destroyed them: every process forgets these grants. */
+  grantsRevoked(grantIds: readonly string[]): Promise<void>
   /** Expired provider rows, ended throttle windows, and the signing key's scheduled rotation. */
   sweep(): Promise<{ expiredModels: number; throttleRows: number; rotatedToVersion: number | null }>
 }
@@ -71,7 +95,14 @@ export function createIdentity(deps: {
   /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
   clients: ClientDirectory & { redirectOrigins(): Promise<Map<string, Set<string>>> }
   roles: RoleClaims
-  refreshPolicy?: RefreshPolicy
+  /** The gate's questions to other modules: access policies, end-users, partners. */
+  accessPolicy?: GateAccessPolicy
+  endUsers?: GateEndUsers
+  partners?: GatePartners
+  /** Counts sign-ins in /metrics (src/metrics). */
+  countSignIn?: Parameters<typeof createSignInEvents>[0]['count']
+  /** Requests per client address of the pages that e-mail someone (forgot password, sign-up). */
+  requestLimit: ClientRateLimit
 }): Identity {
   const signingKeys = createSigningKeys(deps)
   const pageSettings: PageSettings = { cdnHost: deps.config.cdnHost }
@@ -93,6 +124,16 @@ export function createIdentity(deps: {
     load: () => deps.clients.redirectOrigins(),
     consoleOrigins,
   })
+  const gate = createAuthorizationGate({
+    sql: deps.sql,
+    accounts: deps.accounts,
+    memberships: deps.memberships,
+    tenants: deps.tenants,
+    ...(deps.mfaPolicy ? { mfaPolicy: deps.mfaPolicy } : {}),
+    ...(deps.accessPolicy ? { accessPolicy: deps.accessPolicy } : {}),
+    ...(deps.endUsers ? { endUsers: deps.endUsers } : {}),
+    ...(deps.partners ? { partners: deps.partners } : {}),
+  })
   const oidc = createOidcRuntime({
     sql: deps.sql,
     config: deps.config,
@@ -106,7 +147,7 @@ export function createIdentity(deps: {
     onGrantRevoked: (grantId) => verifier!.grantRevoked(grantId),
     clients: deps.clients,
     roles: deps.roles,
-    ...(deps.refreshPolicy ? { refreshPolicy: deps.refreshPolicy } : {}),
+    gate,
     cors,
   })
   verifier = createAccessTokenVerifier({
@@ -134,6 +175,7 @@ export function createIdentity(deps: {
       ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
       ...(deps.mailer ? { mailer: deps.mailer } : {}),
       linkBase: () => oidc.issuer(),
+      requestLimit: deps.requestLimit,
     }),
     codes: createOneTimeCodes({
       sql: deps.sql,
@@ -144,12 +186,25 @@ export function createIdentity(deps: {
       ...(deps.sms ? { sms: deps.sms } : {}),
     }),
     cors,
+    gate,
+    signIns: createSignInEvents({ audit: deps.audit, count: deps.countSignIn ?? (() => {}) }),
     clients: deps.clients,
     async endSessionsOf(accountId) {
+      await destroyFactorsOfAccount(deps.sql, accountId)
       for (const grantId of await destroyByAccount(deps.sql, accountId)) await verifier!.grantRevoked(grantId)
     },
+    destroyTenantGrantsOf: (tx, accountId, tenantId) =>
+      destroyGrantsWithResource(tx, {
+        accountId,
+        clientId: CONSOLE_CLIENT_ID,
+        resource: `${TENANT_RESOURCE_PREFIX}${tenantId}`,
+      }),
+    async grantsRevoked(grantIds) {
+      for (const grantId of grantIds) await verifier!.grantRevoked(grantId)
+    },
     async sweep() {
-      const expiredModels = await sweepExpiredModels(deps.sql, 10_000)
+      const expiredModels =
+        (await sweepExpiredModels(deps.sql, 10_000)) + (await sweepExpiredFactors(deps.sql, 10_000))
       const throttleRows = await deps.accounts.sweepThrottle()
       const rotatedToVersion = await signingKeys.rotate({ olderThanDays: deps.config.signingKeyRotationDays })
       return { expiredModels, throttleRows, rotatedToVersion: rotatedToVersion ?? null }

@@ -67,6 +67,40 @@ const CLIENT_CORS = new Set<string>([
   OIDC_ROUTES.introspection,
 ])
 
+/**
+ * An origin no tenant (nor the console) allows gets no CORS header on any answer. The provider
+ * sets them before it knows the client and checks the client's allow-list (clientBasedCORS) only
+ * once it does, so its early errors (`/oidc/me` with a bad token, an unknown client) would
+ * otherwise echo any origin.
+ */
+function withoutCors(res: ServerResponse): void {
+  const setHeader = res.setHeader.bind(res)
+  res.setHeader = ((name: string, value: number | string | readonly string[]) =>
+    name.toLowerCase().startsWith('access-control-') ? res : setHeader(name, value)) as typeof res.setHeader
+}
+
+/**
+ * The metrics' route label of a request to `/oidc/*` (http-metrics.ts): the provider's own route
+ * templates, a fixed set; anything else under `/oidc/` stays `/oidc/*`.
+ */
+const PROVIDER_PATHS = new Set<string>([
+  OIDC_ROUTES.authorization,
+  OIDC_ROUTES.token,
+  OIDC_ROUTES.userinfo,
+  OIDC_ROUTES.end_session,
+  `${OIDC_ROUTES.end_session}/confirm`,
+  `${OIDC_ROUTES.end_session}/success`,
+  OIDC_ROUTES.revocation,
+  OIDC_ROUTES.introspection,
+])
+const RESUME = new RegExp(`^${OIDC_ROUTES.authorization}/[^/]+$`)
+function providerRouteOf(url: string): string {
+  const path = url.split('?', 1)[0] ?? ''
+  if (PROVIDER_PATHS.has(path)) return path
+  if (RESUME.test(path)) return `${OIDC_ROUTES.authorization}/:uid`
+  return '/oidc/*'
+}
+
 function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: PageSettings, logger: Logger) {
   return async (app: FastifyInstance) => {
     // The provider reads its own bodies from the raw request.
@@ -93,14 +127,15 @@ function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: P
         }
         // A preflight names no client: it passes for an origin some tenant (or the console)
         // allows; the request itself is then checked against its client's tenant (clientBasedCORS).
-        if (request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
-          if (!cors.allowsAnywhere(origin)) {
+        if (!cors.allowsAnywhere(origin)) {
+          if (request.method === 'OPTIONS' && request.headers['access-control-request-method']) {
             res.statusCode = 403
             res.setHeader('vary', 'Origin')
             res.setHeader('content-type', 'application/json')
             res.end(JSON.stringify({ error: 'invalid_request', error_description: 'origin not allowed' }))
             return
           }
+          withoutCors(res)
         }
       }
       try {
@@ -122,7 +157,7 @@ function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: P
     const methods = ['GET', 'POST', 'OPTIONS', 'HEAD'] as const
     app.route({ method: [...methods], url: '/.well-known/openid-configuration', handler })
     app.route({ method: [...methods], url: OIDC_ROUTES.jwks, handler })
-    app.route({ method: [...methods], url: '/oidc/*', handler })
+    app.route({ method: [...methods], url: '/oidc/*', handler, config: { metricsRoute: providerRouteOf } })
   }
 }
 
@@ -160,6 +195,15 @@ function pagesSurface(deps: IdentitySurfaceDeps) {
     // Anything else under the pages' paths (another method, a step that does not exist): a page too.
     for (const url of ['/sign-in/*', '/invitations/*', '/signup/*', '/partners/*']) {
       app.all(url, async (request, reply) => send(request, reply, 404, 'This page does not exist.'))
+    }
+    // The one-time links' pages answer GET and POST; another method gets a page as well, not JSON.
+    for (const url of ['/forgot-password', '/reset-password', '/set-up-account', '/confirm-sign-up']) {
+      app.route({
+        method: ['PUT', 'PATCH', 'DELETE'],
+        url,
+        handler: async (request, reply) =>
+          send(request, reply, 405, 'This page does not accept that method.'),
+      })
     }
   }
 }

@@ -16,11 +16,17 @@ import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { Sql } from '../platform/database.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { type AccountService, PARTNER_REALM, TEAM_REALM, tenantRealm } from './account-service.ts'
+import type {
+  AuthorizationGate,
+  AuthorizationTarget,
+  MfaMethods,
+  SecondFactor,
+} from './authorization-gate.ts'
 import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import type { PageSettings } from './pages/layout.ts'
 import { renderProviderError, renderSignedOut, renderSignOut } from './pages/provider-pages.ts'
-import type { MfaMethods } from './pages/sign-in-routes.ts'
+import { forgetOtherAccounts, recordSessionFactors } from './session-factor-store.ts'
 import type { SigningKeys } from './signing-keys.ts'
 
 export const CONSOLE_CLIENT_ID = 'kms-console'
@@ -81,22 +87,39 @@ export interface ClientDirectory {
   applicationOf(applicationId: string): Promise<TenantClient | undefined>
 }
 
-/** The roles an end-user holds in an application (src/roles): the tokens' `roles` claim. */
-export interface RoleClaims {
-  roleNamesFor(tenantId: string, accountId: string, applicationId: string): Promise<string[]>
+/**
+ * Who an authorization of this client, for these resource indicators, is for (the gate's target);
+ * undefined for a client that is neither the service's nor a tenant's application.
+ */
+export async function authorizationTarget(
+  clients: ClientDirectory,
+  clientId: string,
+  resources: unknown,
+): Promise<AuthorizationTarget | undefined> {
+  if (clientId === CONSOLE_CLIENT_ID) {
+    const requested = (Array.isArray(resources) ? resources : [resources]).filter(
+      (resource): resource is string => typeof resource === 'string',
+    )
+    const tenantIds = requested.map((resource) => tenantOfResource(resource))
+    // An unknown resource is refused by getResourceServerInfo; the gate asks about tenants only.
+    return { kind: 'console', tenantIds: [...new Set(tenantIds.filter((id) => id !== undefined))] }
+  }
+  if (clientId === PARTNER_PORTAL_CLIENT_ID) return { kind: 'partner-portal' }
+  const application = await clients.clientOf(clientId)
+  return application ? { kind: 'application', application } : undefined
 }
 
 /**
- * Access policies at the token endpoint (src/access-policies): using a refresh token of a tenant's
- * application is a sign-in like any other, and a policy that refuses it ends the token's use.
+ * What the sign-in pages add to a login result: the second factors proven in that interaction.
+ * The gate's check records them on the session the login lands in (its uid is known only there).
  */
-export interface RefreshPolicy {
-  allowsRefresh(attempt: {
-    tenantId: string
-    applicationId: string
-    accountId: string
-    ip: string | null
-  }): Promise<boolean>
+export interface ProvenFactors {
+  kmsProven?: SecondFactor[]
+}
+
+/** The roles an end-user holds in an application (src/roles): the tokens' `roles` claim. */
+export interface RoleClaims {
+  roleNamesFor(tenantId: string, accountId: string, applicationId: string): Promise<string[]>
 }
 
 /** Client metadata the service adds: which tenant and application a client is. */
@@ -150,7 +173,8 @@ export interface OidcDeps {
   onGrantRevoked: (grantId: string) => Promise<void>
   clients: ClientDirectory
   roles: RoleClaims
-  refreshPolicy?: RefreshPolicy
+  /** Asked before every code is issued and at every refresh (src/identity/authorization-gate.ts). */
+  gate: AuthorizationGate
   cors: CorsAllowlist
 }
 
@@ -193,10 +217,14 @@ export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
       return issuer
     },
     provider() {
-      current ??= build(deps, runtime.issuer(), adapter).catch((err: unknown) => {
-        current = undefined
-        throw err
-      })
+      const at = runtime.issuer()
+      current ??= build(deps, at, adapter).then(
+        (provider) => pinnedToIssuer(provider, at),
+        (err: unknown) => {
+          current = undefined
+          throw err
+        },
+      )
       return current
     },
     async handle(req, res) {
@@ -205,6 +233,30 @@ export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
     },
   }
   return runtime
+}
+
+/**
+ * oidc-provider builds every URL it advertises or sends a browser to (discovery's endpoints, the
+ * resume URL after sign-in, the token endpoint a client assertion must name, DPoP's `htu`) from the
+ * request's origin, which Koa reads from the Host header. So that no Host (`evil.example`, or
+ * `localhost` when the issuer says 127.0.0.1) can move them, the provider's requests see the
+ * issuer's scheme and host whatever was sent; a request line in absolute form is read as its path.
+ * The issuer's scheme also makes cookies `Secure` behind a proxy that ends TLS.
+ */
+function pinnedToIssuer(provider: Provider, issuer: string): Provider {
+  const { protocol, host } = new URL(issuer)
+  const scheme = protocol.slice(0, -1)
+  const origin = `${scheme}://${host}`
+  Object.defineProperties(provider.request, {
+    protocol: { get: () => scheme },
+    host: { get: () => host },
+    href: {
+      get(this: { originalUrl: string }) {
+        return `${origin}${this.originalUrl.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '')}`
+      },
+    },
+  })
+  return provider
 }
 
 /** Cookie signing keys derived from the master keyring: equal in every process, rotated with it. */
@@ -275,10 +327,17 @@ async function build(
     extraClientMetadata: { properties: [CLIENT_TENANT, CLIENT_APPLICATION] },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'api'],
     pkce: { required: () => true },
+    // The authorization code flow only: no implicit grant, no ID token from the authorization
+    // endpoint (discovery advertises `code` and no `implicit`).
+    responseTypes: ['code'],
+    // A confidential client authenticates as it registered: every secret is registered for
+    // client_secret_basic, and without client_secret_post the provider does not read a secret
+    // from the body at all, so a secret sent there authenticates nothing (invalid_client).
+    clientAuthMethods: ['client_secret_basic', 'none'],
     routes: OIDC_ROUTES,
     interactions: {
       url: (_ctx, interaction) => `/sign-in/${interaction.uid}`,
-      policy: policyWithRealms(),
+      policy: loginPolicy(deps),
     },
     features: {
       devInteractions: { enabled: false },
@@ -306,7 +365,14 @@ async function build(
       },
       resourceIndicators: {
         enabled: true,
-        defaultResource: async (_ctx, _client, oneOf) => oneOf,
+        // A client_credentials grant without `resource` gets the application's one declared
+        // resource; with none or several, invalid_target: never an opaque token no API accepts.
+        defaultResource: async (ctx, client, oneOf) => {
+          if (oneOf !== undefined || ctx.oidc.params?.['grant_type'] !== 'client_credentials') return oneOf
+          const app = await deps.clients.clientOf(client.clientId)
+          if (app?.resources.length === 1) return app.resources[0]
+          throw new errors.InvalidTarget('resource is required: name one of the application’s resources')
+        },
         useGrantedResource: async () => false,
         getResourceServerInfo: async (ctx, resource, client) => {
           if (client.clientId === PARTNER_PORTAL_CLIENT_ID) {
@@ -370,21 +436,8 @@ async function build(
       const client = ctx.oidc.client
       if (!account || account.disabled) return undefined
       if (client && account.realm !== realmOfClient(client as never)) return undefined
-      if (token?.kind === 'RefreshToken' && client && deps.refreshPolicy) {
-        const tenantId = client[CLIENT_TENANT]
-        const applicationId = client[CLIENT_APPLICATION]
-        if (
-          typeof tenantId === 'string' &&
-          typeof applicationId === 'string' &&
-          !(await deps.refreshPolicy.allowsRefresh({
-            tenantId,
-            applicationId,
-            accountId: account.id,
-            ip: ctx.ip,
-          }))
-        )
-          throw new errors.InvalidGrant('access denied by an access policy')
-      }
+      // A refresh is an authorization like any other: the same gate, without a page to step up on.
+      if (token?.kind === 'RefreshToken' && client) await refreshAllowed(deps, ctx, client, account.id, token)
       return {
         accountId: account.id,
         claims: async () => ({
@@ -400,6 +453,8 @@ async function build(
     },
     ttl: {
       AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? TOKEN_TTL.accessToken,
+      // Set, so the provider does not print its plain-text NOTICE about the default into the JSON log.
+      ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? TOKEN_TTL.accessToken,
       AuthorizationCode: TOKEN_TTL.authorizationCode,
       IdToken: TOKEN_TTL.idToken,
       Interaction: TOKEN_TTL.interaction,
@@ -427,19 +482,93 @@ async function build(
   return provider
 }
 
-/** The login prompt also asks when the session's account is not of the client's realm. */
-function policyWithRealms() {
+/** Reason of the login prompt when a remembered login does not satisfy this authorization (step-up). */
+export const GATE_REASON = 'authorization_gate'
+
+/**
+ * The login prompt also asks when the session's account is not of the client's realm, and when
+ * the gate does not allow this authorization with the session as it is: a factor the client,
+ * tenant or application requires is missing, a policy denies or awaits approval, the member or
+ * end-user may not enter. The sign-in page then asks for what is missing or says why not.
+ */
+function loginPolicy(deps: OidcDeps) {
   const policy = interactionPolicy.base()
-  policy
-    .get('login')!
-    .checks.add(
-      new interactionPolicy.Check('realm', 'The session belongs to another realm', (ctx) =>
-        ctx.oidc.session?.accountId && !ctx.oidc.account
-          ? interactionPolicy.Check.REQUEST_PROMPT
-          : interactionPolicy.Check.NO_NEED_TO_PROMPT,
-      ),
-    )
+  const login = policy.get('login')!
+  login.checks.add(
+    new interactionPolicy.Check('realm', 'The session belongs to another realm', (ctx) =>
+      ctx.oidc.session?.accountId && !ctx.oidc.account
+        ? interactionPolicy.Check.REQUEST_PROMPT
+        : interactionPolicy.Check.NO_NEED_TO_PROMPT,
+    ),
+  )
+  login.checks.add(
+    new interactionPolicy.Check(
+      GATE_REASON,
+      'The session does not satisfy what this authorization requires',
+      'interaction_required',
+      async (ctx) => {
+        const { session, account, client, result } = ctx.oidc
+        const accountId = session?.accountId
+        if (!accountId || !account || !client) return interactionPolicy.Check.NO_NEED_TO_PROMPT
+        // Back from the pages: the factors proven there belong to the session the login landed in.
+        if (result?.login) {
+          await forgetOtherAccounts(deps.sql, session.uid, accountId)
+          const proven = (result as ProvenFactors).kmsProven
+          if (Array.isArray(proven) && proven.length > 0)
+            await recordSessionFactors(deps.sql, {
+              sessionUid: session.uid,
+              accountId,
+              factors: proven,
+              at: new Date(),
+              expiresAt: new Date(Date.now() + TOKEN_TTL.session * 1000),
+            })
+        }
+        const target = await authorizationTarget(deps.clients, client.clientId, ctx.oidc.params?.['resource'])
+        if (!target) return interactionPolicy.Check.REQUEST_PROMPT
+        const decision = await deps.gate.decide({
+          target,
+          accountId,
+          satisfied: await deps.gate.satisfiedBy(session.uid, accountId),
+          ip: ctx.ip,
+          purpose: 'authorization',
+        })
+        return decision.outcome === 'allow'
+          ? interactionPolicy.Check.NO_NEED_TO_PROMPT
+          : interactionPolicy.Check.REQUEST_PROMPT
+      },
+    ),
+  )
   return policy
+}
+
+/**
+ * The refresh grant: the gate with the session's satisfied factors, for the resource the new
+ * access token will be for. A tenant that now requires a factor the session lacks, a policy that
+ * refuses, a removed member or a blocked end-user end the token's use (invalid_grant).
+ */
+async function refreshAllowed(
+  deps: OidcDeps,
+  ctx: KoaContextWithOIDC,
+  client: { clientId: string },
+  accountId: string,
+  token: { sessionUid?: string | undefined; resource?: string | string[] | undefined },
+): Promise<void> {
+  const resources = ctx.oidc.params?.['resource'] ?? token.resource
+  const target = await authorizationTarget(deps.clients, client.clientId, resources)
+  if (!target) throw new errors.InvalidGrant('the client may not refresh')
+  const decision = await deps.gate.decide({
+    target,
+    accountId,
+    satisfied: await deps.gate.satisfiedBy(token.sessionUid, accountId),
+    ip: ctx.ip,
+    purpose: 'refresh',
+  })
+  if (decision.outcome === 'allow') return
+  const why =
+    decision.outcome === 'deny' && decision.reason === 'access_policy'
+      ? 'access denied by an access policy'
+      : 'the sign-in no longer satisfies what this client requires; sign in again'
+  throw new errors.InvalidGrant(why)
 }
 
 async function rolesFor(

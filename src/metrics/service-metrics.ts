@@ -66,6 +66,8 @@ export interface ServiceMetrics {
   jobDone(queue: string, job: string, outcome: JobOutcome, seconds: number | undefined): void
   /** One event-loop lateness observation (./event-loop-monitor.ts). */
   eventLoopDelay(seconds: number): void
+  /** One sign-in or failed sign-in (src/identity/sign-in-events.ts); reason `none` for a success. */
+  signIn(kind: string, outcome: 'success' | 'failure', reason: string): void
   /** Registers the series read from the components, once they exist. */
   watch(sources: MetricSources): void
 }
@@ -226,10 +228,20 @@ export function createServiceMetrics(options: { kind: string; pid?: number }): S
     JOB_SECONDS,
   )
 
+  const signIns = new CounterFamily(
+    registry,
+    'kms_sign_ins_total',
+    'Sign-ins through the OpenID provider, by kind (member, enduser, partner), outcome and reason (a bounded set; none for a success).',
+    ['kind', 'outcome', 'reason'],
+  )
+
   return {
     registry,
     http,
     audit,
+    signIn(kind, outcome, reason) {
+      signIns.labels({ kind, outcome, reason }).inc()
+    },
     poolTaskDone(kind, durationMs, outcome) {
       poolTasks.labels({ kind, outcome }).observe(durationMs / 1000)
     },

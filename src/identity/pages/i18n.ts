@@ -37,6 +37,8 @@ const EN = {
   invalidCredentials: 'The e-mail address or password is not right.',
   locked: 'Too many attempts. Try again in a few minutes.',
   totpTitle: 'Two-step verification',
+  stepUp: 'You are signed in, but this application asks for one more verification.',
+  appPanelText: 'Sign in to continue to {name}.',
   totpPrompt: 'Enter the 6-digit code from your authenticator app.',
   code: 'Code',
   verify: 'Verify',
@@ -71,6 +73,10 @@ const EN = {
   createAccount: 'Create an account',
   signUpPrompt: 'Enter your e-mail address. We will send a link to choose your password.',
   signUpSent: 'Check your e-mail: a link to finish is on its way. It works once.',
+  signUpExists:
+    'This address has an account already, so nothing new was created. Sign in with it, or choose “Forgot your password?” on the sign-in page.',
+  tooManyRequests:
+    'Too many e-mails were asked for from your network recently. Wait an hour, then try again.',
   emailInvalid: 'Enter an e-mail address.',
   blocked: 'This account is blocked. Contact the application’s administrator.',
   forgotPassword: 'Forgot your password?',
@@ -114,6 +120,8 @@ const EN = {
   signInWith: 'Sign in with {name}',
   federationFailed:
     'The sign-in through your organisation did not succeed. Try again, or use another way to sign in.',
+  federationAccountExists:
+    'An account with your e-mail address already exists here and is protected by its own password or verification. Sign in with your password instead.',
   partnerPending:
     'Your partner account is waiting for an operator’s approval. You can sign in once it is approved.',
   partnerRefused: 'This account may not use the partner portal.',
@@ -156,6 +164,8 @@ const ES: Messages = {
   invalidCredentials: 'El correo electrónico o la contraseña no son correctos.',
   locked: 'Demasiados intentos. Vuelve a intentarlo en unos minutos.',
   totpTitle: 'Verificación en dos pasos',
+  stepUp: 'Ya has iniciado sesión, pero esta aplicación pide una verificación más.',
+  appPanelText: 'Inicia sesión para continuar en {name}.',
   totpPrompt: 'Introduce el código de 6 dígitos de tu aplicación de autenticación.',
   code: 'Código',
   verify: 'Verificar',
@@ -190,6 +200,10 @@ const ES: Messages = {
   createAccount: 'Crear una cuenta',
   signUpPrompt: 'Escribe tu correo electrónico. Te enviaremos un enlace para elegir tu contraseña.',
   signUpSent: 'Revisa tu correo: el enlace para terminar está en camino. Funciona una vez.',
+  signUpExists:
+    'Esta dirección ya tiene una cuenta, así que no se creó nada nuevo. Inicia sesión con ella o elige «¿Olvidaste tu contraseña?» en la página de inicio de sesión.',
+  tooManyRequests:
+    'Se pidieron demasiados correos desde tu red recientemente. Espera una hora y vuelve a intentarlo.',
   emailInvalid: 'Escribe una dirección de correo electrónico.',
   blocked: 'Esta cuenta está bloqueada. Contacta con el administrador de la aplicación.',
   forgotPassword: '¿Olvidaste tu contraseña?',
@@ -236,6 +250,8 @@ const ES: Messages = {
   signInWith: 'Iniciar sesión con {name}',
   federationFailed:
     'El inicio de sesión a través de tu organización no se completó. Inténtalo de nuevo o usa otra forma de acceder.',
+  federationAccountExists:
+    'Aquí ya existe una cuenta con tu dirección de correo, protegida por su propia contraseña o verificación. Inicia sesión con tu contraseña.',
   partnerPending:
     'Tu cuenta de socio espera la aprobación de un operador. Podrás iniciar sesión cuando se apruebe.',
   partnerRefused: 'Esta cuenta no puede usar el portal de socios.',
@@ -277,6 +293,8 @@ const FR: Messages = {
   invalidCredentials: 'L’adresse e-mail ou le mot de passe est incorrect.',
   locked: 'Trop de tentatives. Réessayez dans quelques minutes.',
   totpTitle: 'Validation en deux étapes',
+  stepUp: 'Vous êtes connecté, mais cette application demande une vérification de plus.',
+  appPanelText: 'Connectez-vous pour continuer vers {name}.',
   totpPrompt: 'Saisissez le code à 6 chiffres de votre application d’authentification.',
   code: 'Code',
   verify: 'Valider',
@@ -311,6 +329,10 @@ const FR: Messages = {
   createAccount: 'Créer un compte',
   signUpPrompt: 'Saisissez votre adresse e-mail. Nous enverrons un lien pour choisir votre mot de passe.',
   signUpSent: 'Consultez vos e-mails : un lien pour terminer est en route. Il fonctionne une fois.',
+  signUpExists:
+    'Cette adresse a déjà un compte : rien de nouveau n’a été créé. Connectez-vous avec, ou choisissez « Mot de passe oublié ? » sur la page de connexion.',
+  tooManyRequests:
+    'Trop d’e-mails ont été demandés depuis votre réseau récemment. Attendez une heure, puis réessayez.',
   emailInvalid: 'Saisissez une adresse e-mail.',
   blocked: 'Ce compte est bloqué. Contactez l’administrateur de l’application.',
   forgotPassword: 'Mot de passe oublié ?',
@@ -357,6 +379,8 @@ const FR: Messages = {
   signInWith: 'Se connecter avec {name}',
   federationFailed:
     'La connexion via votre organisation n’a pas abouti. Réessayez ou utilisez un autre moyen de connexion.',
+  federationAccountExists:
+    'Un compte avec votre adresse e-mail existe déjà ici, protégé par son propre mot de passe ou sa propre vérification. Connectez-vous avec votre mot de passe.',
   partnerPending:
     'Votre compte partenaire attend l’approbation d’un opérateur. Vous pourrez vous connecter une fois approuvé.',
   partnerRefused: 'Ce compte ne peut pas utiliser le portail partenaires.',
@@ -400,6 +424,8 @@ const DE: Messages = {
   invalidCredentials: 'E-Mail-Adresse oder Passwort ist nicht richtig.',
   locked: 'Zu viele Versuche. Versuchen Sie es in einigen Minuten erneut.',
   totpTitle: 'Bestätigung in zwei Schritten',
+  stepUp: 'Sie sind angemeldet, aber diese Anwendung verlangt eine weitere Bestätigung.',
+  appPanelText: 'Melden Sie sich an, um mit {name} fortzufahren.',
   totpPrompt: 'Geben Sie den 6-stelligen Code aus Ihrer Authenticator-App ein.',
   code: 'Code',
   verify: 'Bestätigen',
@@ -434,6 +460,10 @@ const DE: Messages = {
   createAccount: 'Konto erstellen',
   signUpPrompt: 'Geben Sie Ihre E-Mail-Adresse ein. Wir senden einen Link, mit dem Sie Ihr Passwort wählen.',
   signUpSent: 'Prüfen Sie Ihre E-Mails: Ein Link zum Abschließen ist unterwegs. Er funktioniert einmal.',
+  signUpExists:
+    'Für diese Adresse gibt es bereits ein Konto, daher wurde nichts Neues angelegt. Melden Sie sich damit an oder wählen Sie auf der Anmeldeseite „Passwort vergessen?“.',
+  tooManyRequests:
+    'Aus Ihrem Netzwerk wurden zuletzt zu viele E-Mails angefordert. Warten Sie eine Stunde und versuchen Sie es dann erneut.',
   emailInvalid: 'Geben Sie eine E-Mail-Adresse ein.',
   blocked: 'Dieses Konto ist gesperrt. Wenden Sie sich an den Administrator der Anwendung.',
   forgotPassword: 'Passwort vergessen?',
@@ -483,6 +513,8 @@ const DE: Messages = {
   signInWith: 'Anmelden mit {name}',
   federationFailed:
     'Die Anmeldung über Ihre Organisation ist nicht gelungen. Versuchen Sie es erneut oder melden Sie sich anders an.',
+  federationAccountExists:
+    'Hier gibt es bereits ein Konto mit Ihrer E-Mail-Adresse, geschützt durch ein eigenes Passwort oder eine eigene Bestätigung. Melden Sie sich mit Ihrem Passwort an.',
   partnerPending:
     'Ihr Partnerkonto wartet auf die Freigabe durch einen Betreiber. Sie können sich anmelden, sobald es freigegeben ist.',
   partnerRefused: 'Dieses Konto darf das Partnerportal nicht nutzen.',
@@ -526,6 +558,8 @@ const IT: Messages = {
   invalidCredentials: 'L’indirizzo e-mail o la password non sono corretti.',
   locked: 'Troppi tentativi. Riprova tra qualche minuto.',
   totpTitle: 'Verifica in due passaggi',
+  stepUp: 'Hai già effettuato l’accesso, ma questa applicazione chiede un’ulteriore verifica.',
+  appPanelText: 'Accedi per continuare su {name}.',
   totpPrompt: 'Inserisci il codice a 6 cifre della tua app di autenticazione.',
   code: 'Codice',
   verify: 'Verifica',
@@ -560,6 +594,10 @@ const IT: Messages = {
   createAccount: 'Crea un account',
   signUpPrompt: 'Inserisci il tuo indirizzo e-mail. Ti invieremo un link per scegliere la password.',
   signUpSent: 'Controlla la tua e-mail: il link per completare è in arrivo. Funziona una volta.',
+  signUpExists:
+    'Questo indirizzo ha già un account, quindi non è stato creato nulla di nuovo. Accedi con esso o scegli «Password dimenticata?» nella pagina di accesso.',
+  tooManyRequests:
+    'Dalla tua rete sono state richieste troppe e-mail di recente. Attendi un’ora, poi riprova.',
   emailInvalid: 'Inserisci un indirizzo e-mail.',
   blocked: 'Questo account è bloccato. Contatta l’amministratore dell’applicazione.',
   forgotPassword: 'Password dimenticata?',
@@ -607,6 +645,8 @@ const IT: Messages = {
   signInWith: 'Accedi con {name}',
   federationFailed:
     'L’accesso tramite la tua organizzazione non è riuscito. Riprova o usa un altro modo per accedere.',
+  federationAccountExists:
+    'Qui esiste già un account con il tuo indirizzo e-mail, protetto da una propria password o verifica. Accedi con la tua password.',
   partnerPending:
     'Il tuo account partner attende l’approvazione di un operatore. Potrai accedere una volta approvato.',
   partnerRefused: 'Questo account non può usare il portale partner.',

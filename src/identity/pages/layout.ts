@@ -1,4 +1,4 @@
-import type { PanelContent } from '../../branding/login-panel.ts'
+import { type LoginPanel, type PanelContent, resolvePanel } from '../../branding/login-panel.ts'
 import { type Locale, type Messages, messagesOf, pickLocale } from './i18n.ts'
 
 /** What every page needs to know of the deployment. */
@@ -53,6 +53,23 @@ export interface PageContext {
 export function pageContext(uiLocales: string | undefined, acceptLanguage: string | undefined): PageContext {
   const locale = pickLocale(uiLocales, acceptLanguage)
   return { locale, t: messagesOf(locale) }
+}
+
+/**
+ * The login panel of a page for a tenant's application or its tenant: the application's words
+ * for the locale, else the tenant's, else the application's name (a tenant's end-users never see
+ * the service's own words); the image likewise. Without either, the service's panel.
+ */
+export function withPanel(
+  ctx: PageContext,
+  app: { name: string; branding: { loginPanel: LoginPanel } | null } | undefined,
+  tenantPanel: LoginPanel | undefined,
+): PageContext {
+  if (!app && !tenantPanel) return ctx
+  const defaults = app
+    ? { title: app.name, text: ctx.t.appPanelText.replace('{name}', app.name) }
+    : { title: ctx.t.panelTitle, text: ctx.t.panelText }
+  return { ...ctx, panel: resolvePanel(ctx.locale, defaults, app?.branding?.loginPanel, tenantPanel) }
 }
 
 /** The split-screen frame: the login panel (the application's or tenant's branding) and the form side. */

@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
-import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
-import { type LoginPanel, resolvePanel } from '../../branding/login-panel.ts'
+import type { LoginPanel } from '../../branding/login-panel.ts'
 import { isUuid } from '../../platform/ids.ts'
 import {
   type AccountService,
@@ -12,14 +11,26 @@ import {
   tenantRealm,
 } from '../account-service.ts'
 import {
+  type AuthorizationGate,
+  factorOfStep,
+  type GateDecision,
+  type SecondFactor,
+  STEPS,
+  type Step,
+} from '../authorization-gate.ts'
+import {
+  authorizationTarget,
   type ClientDirectory,
+  GATE_REASON,
   isServiceClient,
   type OidcRuntime,
   PARTNER_PORTAL_CLIENT_ID,
+  type ProvenFactors,
   type TenantClient,
   tenantOfResource,
 } from '../oidc-provider.ts'
 import type { OneTimeCodes } from '../one-time-codes.ts'
+import type { SignInEvents, SignInFailure, SignInKind } from '../sign-in-events.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from './csrf.ts'
 import {
   esc,
@@ -30,45 +41,27 @@ import {
   pageHeaders,
   renderErrorPage,
   renderPage,
+  withPanel,
 } from './layout.ts'
-
-/** An MFA method's setting (src/settings): may be used; must be used. */
-export interface MfaMethodSetting {
-  enabled: boolean
-  required: boolean
-}
-export type MfaMethods = Record<'totp' | 'emailOtp' | 'smsOtp', MfaMethodSetting>
-
-/** What the sign-in needs of tenant settings (src/settings). */
-export interface MfaPolicy {
-  /** The tenant's MFA methods; an application's own replace them in full. */
-  methodsFor(tenantId: string): Promise<MfaMethods>
-}
 
 /** The tenant's login panel (src/settings), the fallback of applications that set none. */
 export interface TenantBranding {
   panelOf(tenantId: string): Promise<LoginPanel>
 }
 
-/** What the sign-in needs of the end-users module: a user signing in joins the application's list. */
+/** What the sign-in pages need of the end-users module (joining an application's list is the gate's). */
 export interface EndUserSignIns {
-  /** false: the account has no end-user record of the tenant, or it is blocked. */
-  recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
   /** Sign-up: the same outcome on the page whether the address is new, known or blocked. */
-  signUp(input: { tenantId: string; applicationId: string; email: string }): Promise<void>
+  signUp(input: { tenantId: string; applicationId: string; email: string; clientIp: string }): Promise<void>
+  /** Sign-up's bound per client address (429 page), asked before `signUp`. */
+  admitSignUp(clientIp: string): Promise<{ admitted: true } | { admitted: false; retryAfterSeconds: number }>
 }
 
 /**
- * Access policies (src/access-policies), asked when an end-user has passed every factor: allow,
- * deny, or wait for a team member's approval of an access request.
+ * Access policies (src/access-policies): the gate decides; the waiting page reads the access
+ * request a policy opened, until a team member decides.
  */
 export interface SignInAccessPolicy {
-  decideSignIn(attempt: {
-    tenantId: string
-    applicationId: string
-    accountId: string
-    ip: string | null
-  }): Promise<{ outcome: 'allow' } | { outcome: 'deny' } | { outcome: 'pending'; request: { id: string } }>
   requestFor(
     tenantId: string,
     requestId: string,
@@ -90,32 +83,23 @@ export interface SignInFederation {
   takeResult(requestId: string, interactionUid: string): Promise<{ accountId: string } | undefined>
 }
 
-/** The partner portal's sign-in (src/partners): only a partner the operator approved may enter. */
-export interface SignInPartners {
-  statusOf(accountId: string): Promise<'pending' | 'active' | 'suspended' | 'rejected' | undefined>
-}
-
 export interface SignInDeps {
   oidc: OidcRuntime
   clients: ClientDirectory
   endUsers: EndUserSignIns
   accounts: AccountService
   codes: OneTimeCodes
-  memberships: MembershipRoles
   csrf: Csrf
   pageSettings: PageSettings
-  mfaPolicy?: MfaPolicy
+  /** What every authorization checks (src/identity/authorization-gate.ts). */
+  gate: AuthorizationGate
+  signIns: SignInEvents
   branding?: TenantBranding
   accessPolicy?: SignInAccessPolicy
   federation?: SignInFederation
-  partners?: SignInPartners
   /** The name shown in authenticator apps. */
   issuerName: string
 }
-
-/** The second factors, in the order they are asked for. */
-type Step = 'totp' | 'totp-enrol' | 'email-otp' | 'sms-enrol' | 'sms-otp'
-const STEPS: readonly Step[] = ['totp', 'totp-enrol', 'email-otp', 'sms-enrol', 'sms-otp']
 
 /**
  * Kept in the interaction (server side, bound to the browser's interaction cookie) between the
@@ -126,27 +110,13 @@ interface PendingLogin {
   accountId: string
   steps: Step[]
   amr: string[]
+  /** The second factors proven in this interaction (recorded on the session when it ends). */
+  proven: SecondFactor[]
+  /** A remembered login asked for more (step-up), not a new sign-in. */
+  stepUp?: boolean
   phone?: string
   /** Every factor passed; an access request waits for a team member's decision. */
   approvalRequestId?: string
-}
-
-/**
- * The factors a sign-in must pass (docs/identity.md "MFA methods"): every required method
- * (enrolling it first when the account has none), and an enrolled authenticator when TOTP is
- * enabled. Without a tenant (the console without a resource) an enrolled authenticator is asked for.
- */
-export function stepsFor(
-  account: { totpEnrolled: boolean; phoneNumber: string | null },
-  methods: MfaMethods | undefined,
-): Step[] {
-  if (!methods) return account.totpEnrolled ? ['totp'] : []
-  const steps: Step[] = []
-  if (methods.totp.required) steps.push(account.totpEnrolled ? 'totp' : 'totp-enrol')
-  else if (methods.totp.enabled && account.totpEnrolled) steps.push('totp')
-  if (methods.emailOtp.required) steps.push('email-otp')
-  if (methods.smsOtp.required) steps.push(account.phoneNumber ? 'sms-otp' : 'sms-enrol')
-  return steps
 }
 
 const E164 = /^\+[1-9][0-9]{6,14}$/
@@ -189,16 +159,7 @@ export function signInRoutes(deps: SignInDeps) {
     const ctx = contextOf(request, interaction)
     const tenantId = tenantOf(interaction, app)
     const tenantPanel = tenantId ? await deps.branding?.panelOf(tenantId) : undefined
-    if (!app?.branding && !tenantPanel) return ctx
-    return {
-      ...ctx,
-      panel: resolvePanel(
-        ctx.locale,
-        { title: ctx.t.panelTitle, text: ctx.t.panelText },
-        app?.branding?.loginPanel,
-        tenantPanel,
-      ),
-    }
+    return withPanel(ctx, app, tenantPanel)
   }
 
   /** The interaction this browser is in; undefined (and an error page sent) when it has none or another. */
@@ -261,14 +222,34 @@ export function signInRoutes(deps: SignInDeps) {
   const realmOf = (interaction: Interaction, app: TenantClient | undefined): string =>
     app ? tenantRealm(app.tenantId) : isPartnerPortal(interaction) ? PARTNER_REALM : TEAM_REALM
 
-  /** The MFA methods that apply: the application's own set, else the tenant's (spec 2.6). */
-  async function methodsFor(
+  /** Whose sign-in this is, for the records. */
+  const kindOf = (interaction: Interaction, app: TenantClient | undefined): SignInKind =>
+    app ? 'enduser' : isPartnerPortal(interaction) ? 'partner' : 'member'
+
+  /** Records a sign-in's end (success or refusal): audited in its tenant, counted in /metrics. */
+  async function recordSignIn(
+    request: FastifyRequest,
     interaction: Interaction,
     app: TenantClient | undefined,
-  ): Promise<MfaMethods | undefined> {
-    if (app?.mfaMethods) return app.mfaMethods
-    const tenantId = tenantOf(interaction, app)
-    return tenantId ? deps.mfaPolicy?.methodsFor(tenantId) : undefined
+    event: {
+      accountId: string | undefined
+      methods: string[]
+      stepUp?: boolean | undefined
+      reason?: SignInFailure | undefined
+    },
+  ) {
+    await deps.signIns.record({
+      kind: kindOf(interaction, app),
+      clientId: String(interaction.params['client_id'] ?? ''),
+      tenantId: tenantOf(interaction, app),
+      applicationId: app?.applicationId,
+      accountId: event.accountId,
+      outcome: event.reason ? 'failure' : 'success',
+      ...(event.reason ? { reason: event.reason } : {}),
+      methods: event.methods,
+      stepUp: event.stepUp ?? false,
+      ip: request.ip,
+    })
   }
 
   /**
@@ -343,8 +324,10 @@ ${csrfFor(request, reply, `sign-in:${uid}`)}
     error?: string,
   ) {
     const step = pending.steps[0]!
+    // A remembered login asked for more: say why the page appears although the person is signed in.
+    const notice = pending.stepUp ? `<p role="status" id="step-up">${esc(ctx.t.stepUp)}</p>` : ''
     const form = (prompt: string, fields: string) =>
-      `${alertOf(error)}<p>${prompt}</p><form method="post" action="/sign-in/${esc(uid)}/${step}">
+      `${alertOf(error)}${notice}<p>${prompt}</p><form method="post" action="/sign-in/${esc(uid)}/${step}">
 ${csrfFor(request, reply, `${step}:${uid}`)}
 ${fields}
 </form>`
@@ -417,10 +400,7 @@ ${csrfFor(request, reply, `resend:${uid}`)}
     interaction: Interaction,
     pending: PendingLogin,
   ) {
-    if (pending.steps.length === 0) {
-      const amr = pending.amr.length > 1 ? [...pending.amr, 'mfa'] : pending.amr
-      return completeLogin(request, reply, ctx, interaction, pending.accountId, [...new Set(amr)])
-    }
+    if (pending.steps.length === 0) return completeLogin(request, reply, ctx, interaction, pending)
     await sendCode(pending)
     await savePending(interaction, pending)
     return reply.redirect(`/sign-in/${interaction.uid}`, 303)
@@ -470,54 +450,101 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
   }
 
   /**
-   * After the password and every factor due: a member must belong to the tenant the console's
-   * token is for; an end-user must have a record of the application's tenant, and joins its list.
+   * A person has proven who they are (a password, an external IdP, the factors so far, or a
+   * remembered login): the gate says what this authorization still needs (docs/identity.md
+   * "What every authorization checks"). Missing factors are asked for next (their code sent);
+   * a refusal is said on a page or sent back to the client; an access request waits; else the
+   * login ends with every factor proven here, which the provider's check records on the session.
    */
   async function completeLogin(
     request: FastifyRequest,
     reply: FastifyReply,
     ctx: PageContext,
     interaction: Interaction,
-    accountId: string,
-    amr: string[],
+    login: Pick<PendingLogin, 'accountId' | 'amr' | 'proven' | 'stepUp'>,
   ) {
     const app = await applicationOf(interaction)
-    if (app) {
-      const decision = await deps.accessPolicy?.decideSignIn({
-        tenantId: app.tenantId,
-        applicationId: app.applicationId,
-        accountId,
-        ip: request.ip,
+    const clientId = String(interaction.params['client_id'] ?? '')
+    const target = await authorizationTarget(deps.clients, clientId, interaction.params['resource'])
+    if (!target) return send(reply, 400, renderErrorPage(ctx, 'This application is not known.'))
+    // Factors this browser's session proved earlier count only for the same account.
+    const sessionUid =
+      interaction.session?.accountId === login.accountId ? interaction.session.uid : undefined
+    const satisfied = new Set([
+      ...(await deps.gate.satisfiedBy(sessionUid, login.accountId)),
+      ...login.proven,
+    ])
+    const decision = await deps.gate.decide({
+      target,
+      accountId: login.accountId,
+      satisfied,
+      ip: request.ip,
+      purpose: 'authorization',
+    })
+    const pending: PendingLogin = { ...login, steps: [] }
+    if (decision.outcome === 'step-up') {
+      pending.steps = decision.steps
+      await sendCode(pending)
+      await savePending(interaction, pending)
+      return reply.redirect(`/sign-in/${interaction.uid}`, 303)
+    }
+    if (decision.outcome === 'pending') {
+      await savePending(interaction, { ...pending, approvalRequestId: decision.requestId })
+      return approvalPage(reply, ctx, interaction.uid)
+    }
+    const amr = amrOf(login.amr)
+    if (decision.outcome === 'deny') {
+      await recordSignIn(request, interaction, app, {
+        accountId: login.accountId,
+        methods: amr,
+        stepUp: login.stepUp,
+        reason: decision.reason === 'factor_missing' ? 'account_unavailable' : decision.reason,
       })
-      if (decision?.outcome === 'deny')
+      return refusal(request, reply, ctx, decision)
+    }
+    await recordSignIn(request, interaction, app, {
+      accountId: login.accountId,
+      methods: amr,
+      stepUp: login.stepUp,
+    })
+    const proven: ProvenFactors = { kmsProven: [...new Set(login.proven)] }
+    return finish(request, reply, ctx, {
+      login: { accountId: login.accountId, amr, remember: true },
+      ...proven,
+    })
+  }
+
+  /** `mfa` joins the methods when more than one was used (RFC 8176). */
+  const amrOf = (methods: string[]): string[] => {
+    const used = [...new Set(methods.filter((method) => method !== 'mfa'))]
+    return used.length > 1 ? [...used, 'mfa'] : used
+  }
+
+  /** What the person sees of a refusal: a page for a policy or the partner programme, else back to the client. */
+  function refusal(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext,
+    decision: Extract<GateDecision, { outcome: 'deny' }>,
+  ) {
+    switch (decision.reason) {
+      case 'access_policy':
         return refuse(request, reply, ctx, ctx.t.accessDenied, 'Access denied by an access policy')
-      if (decision?.outcome === 'pending') {
-        await savePending(interaction, { accountId, steps: [], amr, approvalRequestId: decision.request.id })
-        return approvalPage(reply, ctx, interaction.uid)
-      }
-      if (!(await deps.endUsers.recordSignIn(app.tenantId, accountId, app.applicationId)))
+      case 'partner_pending':
+        return refuse(request, reply, ctx, ctx.t.partnerPending, 'The partner account awaits approval')
+      case 'partner_refused':
+        return refuse(request, reply, ctx, ctx.t.partnerRefused, 'The account may not use the partner portal')
+      case 'not_member':
+        return finish(request, reply, ctx, {
+          error: 'access_denied',
+          error_description: 'The account is not a member of this tenant',
+        })
+      default:
         return finish(request, reply, ctx, {
           error: 'access_denied',
           error_description: 'The account may not sign in to this application',
         })
-      return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
     }
-    if (isPartnerPortal(interaction)) {
-      const status = await deps.partners?.statusOf(accountId)
-      if (status === 'pending')
-        return refuse(request, reply, ctx, ctx.t.partnerPending, 'The partner account awaits approval')
-      if (status !== 'active')
-        return refuse(request, reply, ctx, ctx.t.partnerRefused, 'The account may not use the partner portal')
-      return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
-    }
-    const tenantId = tenantOf(interaction, undefined)
-    if (tenantId && !(await deps.memberships.roleOf(tenantId, accountId))) {
-      return finish(request, reply, ctx, {
-        error: 'access_denied',
-        error_description: 'The account is not a member of this tenant',
-      })
-    }
-    return finish(request, reply, ctx, { login: { accountId, amr, remember: true } })
   }
 
   /**
@@ -569,19 +596,32 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
     const decided =
       app && (await deps.accessPolicy?.requestFor(app.tenantId, pending.approvalRequestId, pending.accountId))
     const refused = 'Access denied by an access policy'
-    if (!decided || decided.status === 'rejected')
-      return refuse(request, reply, ctx, ctx.t.approvalRejected, refused)
-    if (decided.status === 'expired') return refuse(request, reply, ctx, ctx.t.approvalExpired, refused)
+    if (!decided || decided.status === 'rejected' || decided.status === 'expired') {
+      const rejected = decided?.status !== 'expired'
+      await recordSignIn(request, interaction, app, {
+        accountId: pending.accountId,
+        methods: pending.amr,
+        reason: rejected ? 'approval_rejected' : 'approval_expired',
+      })
+      return refuse(request, reply, ctx, rejected ? ctx.t.approvalRejected : ctx.t.approvalExpired, refused)
+    }
     if (decided.status === 'pending') return approvalPage(reply, ctx, interaction.uid)
     // Approved: the policies are asked again (they may have changed meanwhile) and find the approval.
-    return completeLogin(request, reply, ctx, interaction, pending.accountId, pending.amr)
+    return completeLogin(request, reply, ctx, interaction, pending)
   }
 
-  /** An application's sign-in page offers a reset; the console's members use the CLI or an admin. */
-  const forgotLinkOf = (app: TenantClient | undefined, interaction: Interaction): string | undefined =>
-    app
-      ? `/forgot-password?${new URLSearchParams({ applicationId: app.applicationId, return: `/sign-in/${interaction.uid}` })}`
+  /**
+   * An application's sign-in page offers its end-users a reset; the console's offers the team's
+   * members theirs (`realm=team`, account-link-pages.ts). The partner portal's people have none.
+   */
+  const forgotLinkOf = (app: TenantClient | undefined, interaction: Interaction): string | undefined => {
+    const back = `/sign-in/${interaction.uid}`
+    if (app)
+      return `/forgot-password?${new URLSearchParams({ applicationId: app.applicationId, return: back })}`
+    return realmOf(interaction, app) === TEAM_REALM
+      ? `/forgot-password?${new URLSearchParams({ realm: TEAM_REALM, return: back })}`
       : undefined
+  }
 
   /** The CSRF check of a form of this interaction; an error page (and false) when it fails. */
   function formChecked(
@@ -626,6 +666,17 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
         })
       if (pending && pending.steps.length > 0)
         return stepPage(request, reply, ctx, interaction.uid, pending, 200)
+      // A remembered login this authorization asks more of (a factor, a policy, a membership):
+      // no password again, the gate's answer for this session's account.
+      const remembered = interaction.session?.accountId
+      const reasons = interaction.prompt.reasons
+      if (!pending && remembered && reasons.length === 1 && reasons[0] === GATE_REASON)
+        return completeLogin(request, reply, ctx, interaction, {
+          accountId: remembered,
+          amr: interaction.session?.amr ?? [],
+          proven: [],
+          stepUp: true,
+        })
       return passwordPage(
         request,
         reply,
@@ -678,8 +729,13 @@ ${csrfFor(request, reply, `consent:${interaction.uid}`)}
           : undefined
       if (!result)
         return send(reply, 400, renderErrorPage(ctx, ctx.t.federationFailed, `/sign-in/${interaction.uid}`))
-      // The IdP authenticated the person: `ext` (RFC 8176 allows values of its own).
-      return completeLogin(request, reply, ctx, interaction, result.accountId, ['ext'])
+      // The IdP authenticated the person: `ext` (RFC 8176 allows values of its own). The factors
+      // the application requires are still asked for: the IdP vouches for the person, not for them.
+      return completeLogin(request, reply, ctx, interaction, {
+        accountId: result.accountId,
+        amr: ['ext'],
+        proven: [],
+      })
     })
 
     // Sign-up, where the application allows it: the address first; the e-mailed link sets the password.
@@ -712,9 +768,22 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
           400,
           renderErrorPage(ctx, ctx.t.emailInvalid, `/sign-in/${interaction.uid}/sign-up`),
         )
+      // Each sign-up sends an e-mail: bounded per client address (the same answer for any address).
+      const admission = await deps.endUsers.admitSignUp(request.ip)
+      if (!admission.admitted)
+        return send(
+          reply.header('retry-after', String(admission.retryAfterSeconds)),
+          429,
+          renderErrorPage(ctx, ctx.t.signupTooMany, `/sign-in/${interaction.uid}`),
+        )
       // The answer never depends on the address: the work happens after it, off this request's path.
       void deps.endUsers
-        .signUp({ tenantId: client.tenantId, applicationId: client.applicationId, email })
+        .signUp({
+          tenantId: client.tenantId,
+          applicationId: client.applicationId,
+          email,
+          clientIp: request.ip,
+        })
         .catch((err: unknown) =>
           request.log.error({ err: { message: (err as Error).message } }, 'sign-up failed'),
         )
@@ -738,6 +807,10 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
         password: form['password'] ?? '',
         clientIp: request.ip,
       })
+      if (result.outcome !== 'ok') {
+        const reason = result.outcome === 'invalid' ? 'invalid_credentials' : result.outcome
+        await recordSignIn(request, interaction, client, { accountId: undefined, methods: ['pwd'], reason })
+      }
       if (result.outcome === 'locked')
         return passwordPage(request, reply, ctx, interaction.uid, 429, ctx.t.locked, email, forgot)
       if (result.outcome === 'invalid')
@@ -752,9 +825,11 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
           forgot,
         )
       if (result.outcome === 'blocked') return send(reply, 403, renderErrorPage(ctx, ctx.t.blocked))
-      const { account } = result
-      const steps = stepsFor(account, await methodsFor(interaction, client))
-      return advance(request, reply, ctx, interaction, { accountId: account.id, steps, amr: ['pwd'] })
+      return completeLogin(request, reply, ctx, interaction, {
+        accountId: result.account.id,
+        amr: ['pwd'],
+        proven: [],
+      })
     })
 
     for (const step of STEPS) {
@@ -789,6 +864,12 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
                   code,
                 })
         if (check !== 'ok') {
+          await recordSignIn(request, interaction, await applicationOf(interaction), {
+            accountId: pending.accountId,
+            methods: pending.amr,
+            stepUp: pending.stepUp,
+            reason: check === 'locked' ? 'code_locked' : 'invalid_code',
+          })
           const status = check === 'locked' ? 429 : 401
           const message = check === 'locked' ? ctx.t.locked : ctx.t.invalidCode
           return stepPage(request, reply, ctx, interaction.uid, pending, status, message)
@@ -800,6 +881,7 @@ ${csrfFor(request, reply, `sign-up:${interaction.uid}`)}
           ...rest,
           steps: pending.steps.slice(1),
           amr: [...pending.amr, step.startsWith('sms') ? 'sms' : 'otp'],
+          proven: [...(pending.proven ?? []), factorOfStep(step)],
         }
         return advance(request, reply, ctx, interaction, next)
       })
