@@ -264,6 +264,7 @@ export async function createServices(
     // this late binding).
     accessPolicy: {
       decideSignIn: (attempt) => accessPolicies!.decideSignIn(attempt),
+      allowsSignIn: (attempt) => accessPolicies!.allowsSignIn(attempt),
       allowsRefresh: (attempt) => accessPolicies!.allowsRefresh(attempt),
     },
     endUsers: {

@@ -309,6 +309,20 @@ describe('another application of the same tenant asks its own question (defect 2
     const returned = new URL(/id="return" href="([^"]+)"/.exec(toApp2.page.html)![1]!.replace(/&amp;/g, '&'))
     const back = await follow(jar, b.baseUrl, returned.toString(), APP_REDIRECT)
     assert.equal(back.callback?.searchParams.get('error'), 'access_denied')
+    // One refusal, one record: the provider's look at the remembered login records nothing itself.
+    const refusals = await a.request('GET', '/api/v1/audit?action=access_policies.sign_in.refused', {
+      key: tenant.key,
+    })
+    assert.equal(refusals.status, 200, refusals.text)
+    assert.equal(refusals.body.data.length, 1, JSON.stringify(refusals.body.data))
+    const failed = await a.request('GET', '/api/v1/audit?action=identity.sign_in_failed', { key: tenant.key })
+    assert.deepEqual(
+      failed.body.data.map((row: { details: Record<string, unknown> }) => [
+        row.details['reason'],
+        row.details['stepUp'],
+      ]),
+      [['access_policy', true]],
+    )
 
     // app3: its own TOTP requirement, asked of the remembered login.
     const toApp3 = await authorize(jar, app3.client, b.baseUrl)

@@ -139,6 +139,12 @@ export interface AccessPolicyService {
 
   /** The sign-in pages: allow, deny, or wait for (and create when needed) an access request. */
   decideSignIn(attempt: AccessAttempt): Promise<SignInDecision>
+  /**
+   * Whether a sign-in would be allowed now, with no record and no access request made: the
+   * provider asks it of a remembered login, and only a refusal sends the person to the page
+   * (which then decides, and records, with decideSignIn).
+   */
+  allowsSignIn(attempt: AccessAttempt): Promise<boolean>
   /** The token endpoint, refresh grant: allowed only by a policy, no match, or an approval in its window. */
   allowsRefresh(attempt: AccessAttempt): Promise<boolean>
   /** The waiting page: the request of this end-user, as it stands now. */
@@ -449,6 +455,17 @@ export function createAccessPolicyService(deps: {
       const request = created ?? (await liveRequest(sql, key))
       if (!request) throw new AppError(409, 'access_request_conflict', 'Try signing in again')
       return { outcome: 'pending', request: requestView(request, now) }
+    },
+    async allowsSignIn(attempt) {
+      const policy = await firstMatch(attempt)
+      if (!policy || policy.action === 'Allow') return true
+      if (policy.action !== 'AllowWithApproval') return false
+      const live = await liveRequest(sql, {
+        applicationId: attempt.applicationId,
+        accountId: attempt.accountId,
+        now: clock.now(),
+      })
+      return live?.status === 'approved'
     },
     async allowsRefresh(attempt) {
       const policy = await firstMatch(attempt)

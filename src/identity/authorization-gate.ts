@@ -64,6 +64,13 @@ export interface GateAccessPolicy {
     accountId: string
     ip: string | null
   }): Promise<{ outcome: 'allow' } | { outcome: 'deny' } | { outcome: 'pending'; request: { id: string } }>
+  /** The same answer as decideSignIn's allow, with nothing recorded and no request opened. */
+  allowsSignIn(attempt: {
+    tenantId: string
+    applicationId: string
+    accountId: string
+    ip: string | null
+  }): Promise<boolean>
   allowsRefresh(attempt: {
     tenantId: string
     applicationId: string
@@ -106,8 +113,12 @@ export interface GateQuestion {
   /** The second factors this session has satisfied for this account (stored, and just proven). */
   satisfied: ReadonlySet<SecondFactor>
   ip: string | null
-  /** An authorization (a person is there to step up or wait) or a refresh (only yes or no). */
-  purpose: 'authorization' | 'refresh'
+  /**
+   * An authorization on the pages (a person is there to step up or wait: refusals are recorded
+   * and access requests opened), the provider's look at a remembered login (`probe`: nothing
+   * recorded, any refusal sends the person to the pages, which decide), or a refresh (yes or no).
+   */
+  purpose: 'authorization' | 'probe' | 'refresh'
 }
 
 export interface AuthorizationGate {
@@ -171,9 +182,9 @@ export function createAuthorizationGate(deps: AuthorizationGateDeps): Authorizat
         for (const step of stepsFor(account, methods)) due.add(step)
       const missing = STEPS.filter((step) => due.has(step) && !satisfied.has(factorOfStep(step)))
       if (missing.length > 0)
-        return purpose === 'authorization'
-          ? { outcome: 'step-up', steps: missing }
-          : { outcome: 'deny', reason: 'factor_missing' }
+        return purpose === 'refresh'
+          ? { outcome: 'deny', reason: 'factor_missing' }
+          : { outcome: 'step-up', steps: missing }
 
       if (target.kind === 'console') {
         for (const tenantId of target.tenantIds) {
@@ -192,6 +203,9 @@ export function createAuthorizationGate(deps: AuthorizationGateDeps): Authorizat
       if (deps.accessPolicy) {
         if (purpose === 'refresh') {
           if (!(await deps.accessPolicy.allowsRefresh(attempt)))
+            return { outcome: 'deny', reason: 'access_policy' }
+        } else if (purpose === 'probe') {
+          if (!(await deps.accessPolicy.allowsSignIn(attempt)))
             return { outcome: 'deny', reason: 'access_policy' }
         } else {
           const decision = await deps.accessPolicy.decideSignIn(attempt)

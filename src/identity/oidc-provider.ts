@@ -530,7 +530,8 @@ function loginPolicy(deps: OidcDeps) {
           accountId,
           satisfied: await deps.gate.satisfiedBy(session.uid, accountId),
           ip: ctx.ip,
-          purpose: 'authorization',
+          // Nothing recorded here: a refusal sends the person to the pages, which decide and record.
+          purpose: 'probe',
         })
         return decision.outcome === 'allow'
           ? interactionPolicy.Check.NO_NEED_TO_PROMPT

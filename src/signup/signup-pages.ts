@@ -251,7 +251,7 @@ ${csrfField(csrf, request, reply, `signup-confirm:${preview.kind}`)}
                 ? ctx.t.invalidCredentials
                 : err.code === 'tenant_name_taken'
                   ? ctx.t.signupNameTaken
-                  : err.message.replace(/^password /, 'The password must have ')
+                  : err.message.replace(/^password /, 'The password ')
           return confirmForm(request, reply, ctx, token, preview, err.statusCode, error, organizationName)
         }
       })
