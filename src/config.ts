@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
+import { customEndpointOrigin } from './cloud-export/custom-endpoints.ts'
 import { Credential } from './entropy/credential.ts'
 import { ENTROPY_PROTOCOLS, type EntropyProtocol } from './entropy/entropy-client.ts'
 import { AllowListError, createAllowList } from './outbound/allow-list.ts'
@@ -63,6 +64,11 @@ export interface Config {
   signupRatePerHour: number
   /** KMS_CLOUD_EXPORT_TIMEOUT_MS: each HTTP exchange with a cloud KMS during a push. */
   cloudExportTimeoutMs: number
+  /**
+   * KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: origins besides the providers' own hosts that cloud
+   * connections and targets may name (docs/cloud-export.md, "Endpoints"). Empty by default.
+   */
+  cloudExportCustomEndpoints: string[]
   /**
    * The language model that suggests key labels (docs/insights.md): an OpenAI-compatible
    * chat-completions endpoint. Absent: the built-in engine alone.
@@ -305,6 +311,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     partnerCommissionBasisPoints: integer(env, 'KMS_PARTNER_COMMISSION_BPS', 2000, 0, 10_000),
     signupRatePerHour: integer(env, 'KMS_SIGNUP_RATE_PER_HOUR', 20, 1, 1_000_000),
     cloudExportTimeoutMs: integer(env, 'KMS_CLOUD_EXPORT_TIMEOUT_MS', 15_000, 100, 120_000),
+    cloudExportCustomEndpoints: cloudExportCustomEndpoints(env),
     tagModel: tagModelConfig(env),
   }
 }
@@ -418,6 +425,17 @@ function outboundAllow(env: NodeJS.ProcessEnv): string[] {
     throw error
   }
   return entries
+}
+
+function cloudExportCustomEndpoints(env: NodeJS.ProcessEnv): string[] {
+  return list(env['KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS']).map((entry) => {
+    const origin = customEndpointOrigin(entry)
+    if (origin === undefined)
+      throw new ConfigError(
+        `KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: "${entry}" is not an https origin such as https://kms.internal.example:8443 (http only on loopback; no path)`,
+      )
+    return origin
+  })
 }
 
 function role(env: NodeJS.ProcessEnv): ProcessRole {

@@ -35,6 +35,7 @@ before(async () => {
     LOG_LEVEL: 'debug',
     KMS_ACCESS_LOG: 'true',
     KMS_OUTBOUND_ALLOW: '127.0.0.1',
+    KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: fake.url,
     KMS_JOB_SWEEP_MS: '200',
   })
   svc = await spawnService(env)
@@ -96,7 +97,12 @@ test('cloud credentials appear in no response, no audit record and no log line',
   keep(await call('GET', `/cloud-connections/${good.body.id}`))
 
   const key = keep(
-    await call('POST', '/keys', { name: 'exported', keyType: 'Signing', algorithm: 'EC-P256' }),
+    await call('POST', '/keys', {
+      name: 'exported',
+      keyType: 'Signing',
+      algorithm: 'EC-P256',
+      exportable: true,
+    }),
   )
   for (const connection of [good, bad]) {
     const made = keep(

@@ -20,6 +20,8 @@ import { startTestService, type TestService, waitFor } from './helpers/service.t
 
 /** A local server speaking one cloud's real protocol, started by the test (test/helpers/fake-*.ts). */
 interface RunningFake {
+  /** The fake's origin: every endpoint field of the connection and target names it. */
+  url: string
   setDown(down: boolean): void
   stop(): Promise<void>
   /** The CA of an HTTPS fake, for the connection's caCertificate. */
@@ -168,7 +170,13 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
       clock = manualClock()
       fake = await spec.start()
       service = await startTestService(
-        { KMS_OUTBOUND_ALLOW: '127.0.0.1', KMS_JOB_SWEEP_MS: '200', KMS_CLOUD_EXPORT_TIMEOUT_MS: '20000' },
+        {
+          KMS_OUTBOUND_ALLOW: '127.0.0.1',
+          // The fake is a custom endpoint: the operator allows its origin (every fake has one).
+          KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: fake.url,
+          KMS_JOB_SWEEP_MS: '200',
+          KMS_CLOUD_EXPORT_TIMEOUT_MS: '20000',
+        },
         { clock, jobs: true },
       )
       tenant = await service.createTenant()
@@ -193,7 +201,12 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
     }
 
     async function signingKey(algorithm: AlgorithmName = spec.algorithm) {
-      const made = await api('POST', '/keys', { name: `k-${randomUUID()}`, keyType: 'Signing', algorithm })
+      const made = await api('POST', '/keys', {
+        name: `k-${randomUUID()}`,
+        keyType: 'Signing',
+        algorithm,
+        exportable: true,
+      })
       assert.equal(made.status, 201, made.text)
       return made.body as { id: string }
     }
@@ -313,6 +326,7 @@ function providerSuite<F extends RunningFake>(spec: ProviderSpec<F>) {
         name: `h-${randomUUID()}`,
         keyType: 'HMAC',
         algorithm: 'HMAC-SHA256',
+        exportable: true,
       })
       const answer = await api('POST', `/keys/${hmac.body.id}/cloud-exports`, {
         connectionId: conn.id,

@@ -1800,6 +1800,8 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
         KMS_PARTNER_PORTAL_REDIRECT_URIS: FUZZ_PORTAL_REDIRECT,
         // The fuzz reaches the sign-up routes' validation many times from one address.
         KMS_SIGNUP_RATE_PER_HOUR: '1000000',
+        // The cloud connection below names this (closed) custom endpoint.
+        KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: 'http://127.0.0.1:9',
       })
       const admin = await svc.createTenant()
       const owner = await memberSession(
@@ -1868,7 +1870,8 @@ describe(`fuzz (seed ${SEED})`, { timeout: FUZZ_TIMEOUT_MS }, () => {
       const keyIds: string[] = []
       for (const body of [
         { name: 'fuzz-kem', keyType: 'Encryption' },
-        { name: 'fuzz-sign', keyType: 'Signing', algorithm: 'Ed25519' },
+        // Exportable: the cloud export below needs it.
+        { name: 'fuzz-sign', keyType: 'Signing', algorithm: 'Ed25519', exportable: true },
         { name: 'fuzz-mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' },
       ]) {
         const created = await svc.request('POST', `${API}/keys`, { key: admin.key, body })

@@ -35,7 +35,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
         schema: {
           tags: CONNECTIONS,
           summary: 'Store credentials for a cloud KMS (sealed by the tenant KEK, never returned)',
-          description: NEEDS_EXPORT,
+          description: `${NEEDS_EXPORT} An endpoint field other than the provider's own hosts is 400 unless the operator allowed its origin (KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS).`,
           operationId: 'createCloudConnection',
           body: CreateConnectionBody,
           response: { 201: ConnectionSchema, ...errorResponses(403, 409) },
@@ -136,7 +136,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
         schema: {
           tags: EXPORTS,
           summary: 'Export a key to a cloud KMS; the first push is due at once',
-          description: `${NEEDS_EXPORT} Spec 2.2 decides what each provider takes: a post-quantum or HMAC key, or an algorithm the provider lacks, is 400 algorithm_not_supported naming the provider's algorithms.`,
+          description: `${NEEDS_EXPORT} A key not created or imported with exportable: true is 409 key_not_exportable (as for export-private). Spec 2.2 decides what each provider takes: a post-quantum or HMAC key, or an algorithm the provider lacks, is 400 algorithm_not_supported naming the provider's algorithms. A vault URL other than the provider's own hosts is 400 unless the operator allowed its origin (KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS).`,
           operationId: 'createCloudExport',
           params: KeyParams,
           body: CreateExportBody,
@@ -206,7 +206,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
           tags: EXPORTS,
           summary: 'Push the key’s current version now (202: the job process pushes it)',
           description:
-            'Answers 202 with the export pending; the job process pushes within one sweep (KMS_JOB_SWEEP_MS) and records lastSyncAt/lastSyncVersion or lastSyncError. Poll GET to follow it.',
+            'Answers 202 with the export pending; the job process pushes within one sweep (KMS_JOB_SWEEP_MS) and records lastSyncAt/lastSyncVersion or lastSyncError. Poll GET to follow it. A key not created exportable is 409 key_not_exportable, and the export is left failed with that error.',
           operationId: 'syncCloudExport',
           params: KeyExportParams,
           response: { 202: ExportSchema, ...errorResponses(403, 404, 409) },

@@ -10,6 +10,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
+import { clipText } from '../platform/text.ts'
 import {
   CONNECTION_NAME_CONSTRAINT,
   type ConnectionRow,
@@ -29,13 +30,16 @@ import {
   recordSuccess,
   replaceCredentials,
   requestSync,
+  stopExports,
 } from './cloud-export-store.ts'
+import { originOf } from './custom-endpoints.ts'
 import {
   CloudFieldError,
   type CloudProvider,
   type CloudProviderAdapter,
   CloudProviderError,
   type ConnectionContext,
+  type EndpointField,
 } from './provider.ts'
 
 /** After the n-th failed attempt, the next one waits BACKOFF_MS[n - 1]; past the list, the sync has failed. */
@@ -54,6 +58,13 @@ const CLAIM_BATCH = 20
 const PUSH_CONCURRENCY = 4
 /** States whose key may be pushed: a revoked or deleted key is not copied anywhere anymore. */
 const EXPORTABLE_STATES: readonly KeyState[] = ['Active', 'Expired']
+/**
+ * A key not created or imported with `exportable: true` never leaves, by the private-key export
+ * route or by a cloud export (the same code as POST /keys/{id}/export-private answers).
+ */
+const NOT_EXPORTABLE =
+  'The key was not created or imported with exportable: true; its private key is not sent to a cloud KMS'
+const notExportable = () => new AppError(409, 'key_not_exportable', NOT_EXPORTABLE)
 
 export interface ConnectionView {
   id: string
@@ -97,9 +108,17 @@ export interface ExportableKeys {
     tenantId: string,
     keyId: string,
   ): Promise<
-    { algorithm: AlgorithmName; keyType: KeyType; currentVersion: number; state: KeyState } | undefined
+    | {
+        algorithm: AlgorithmName
+        keyType: KeyType
+        currentVersion: number
+        state: KeyState
+        /** Fixed at creation or import: false, the private key never leaves (409 key_not_exportable). */
+        exportable: boolean
+      }
+    | undefined
   >
-  /** The private and public KeyObjects of one version; undefined once erased. */
+  /** The private and public KeyObjects of one version; undefined once erased, or if the key is not exportable. */
   material(
     tenantId: string,
     keyId: string,
@@ -178,10 +197,69 @@ export function createCloudExportService(deps: {
   adapters: Partial<Record<CloudProvider, CloudProviderAdapter>>
   /** Each HTTP exchange with a cloud. */
   timeoutMs: number
+  /**
+   * KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS: the origins, other than the providers' own hosts, that
+   * connections and targets may name (custom-endpoints.ts). Empty: none.
+   */
+  customEndpoints: readonly string[]
   logger?: { warn(obj: object, message: string): void }
 }): CloudExportService {
   const { sql, clock, audit } = deps
   const credentialsAad = (tenantId: string, id: string) => `kms:cloud-connection:v1:${tenantId}:${id}`
+  const allowedOrigins = new Set(deps.customEndpoints)
+
+  /** The first URL of `fields` that is neither the provider's own host nor an origin the operator allowed. */
+  function refusedEndpoint(
+    adapter: CloudProviderAdapter,
+    part: 'settings' | 'credentials' | 'target',
+    fields: Record<string, unknown>,
+  ): EndpointField | undefined {
+    return adapter
+      .endpoints(part, fields)
+      .find((endpoint) => !endpoint.official && !allowedOrigins.has(originOf(endpoint.url)))
+  }
+
+  /**
+   * A caller's custom endpoint the operator did not allow: a 400 naming the field. The URL is not
+   * repeated (some sit among the credentials).
+   */
+  function requireAllowedEndpoints(
+    adapter: CloudProviderAdapter,
+    part: 'settings' | 'credentials' | 'target',
+    fields: Record<string, unknown>,
+  ): void {
+    const refused = refusedEndpoint(adapter, part, fields)
+    if (refused)
+      throw invalidField(
+        `body/${refused.field}`,
+        `is not one of ${adapter.provider}'s own hosts, and the operator has not allowed this origin as a custom endpoint (KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS)`,
+      )
+  }
+
+  /**
+   * What is stored is checked again before anything is sent: an origin the operator removed from
+   * the list (or a connection saved before the list existed) stops reaching that endpoint.
+   */
+  function requireStoredEndpointsAllowed(
+    adapter: CloudProviderAdapter,
+    context: ConnectionContext,
+    target?: Record<string, unknown>,
+  ): void {
+    const parts = [
+      ['settings', context.settings],
+      ['credentials', context.credentials],
+      ...(target ? [['target', target] as const] : []),
+    ] as const
+    for (const [part, fields] of parts) {
+      const refused = refusedEndpoint(adapter, part, fields)
+      if (refused)
+        throw new CloudProviderError(
+          'cloud_endpoint_not_allowed',
+          `${refused.field} is a custom endpoint the operator does not allow (KMS_CLOUD_EXPORT_CUSTOM_ENDPOINTS)`,
+          false,
+        )
+    }
+  }
 
   const adapterOf = (provider: CloudProvider): CloudProviderAdapter => {
     const adapter = deps.adapters[provider]
@@ -280,7 +358,7 @@ export function createCloudExportService(deps: {
       if (typeof value === 'string' && value.length >= 4) message = message.split(value).join('[redacted]')
     return {
       code: known ? err.code : 'cloud_sync_failed',
-      message: message.slice(0, 500),
+      message: clipText(message, 500),
       retryable: known ? err.retryable : true,
     }
   }
@@ -338,12 +416,16 @@ export function createCloudExportService(deps: {
           `The key is ${key?.state ?? 'gone'}: it is not pushed`,
           false,
         )
-      const material = await deps.keys.material(row.tenant_id, row.key_id, version)
-      if (!material)
-        throw new CloudProviderError('key_not_exportable', `Version ${version} has no material`, false)
+      // Every push, not only the export's creation: an export made before the check existed (or
+      // a rotation's re-export of one) stops here, before any material is opened.
+      if (!key.exportable) throw new CloudProviderError('key_not_exportable', NOT_EXPORTABLE, false)
       const deadline = AbortSignal.timeout(PUSH_DEADLINE_MS)
       context = await contextOf(connection, deadline)
       const adapter = adapterOf(row.provider)
+      requireStoredEndpointsAllowed(adapter, context, row.target)
+      const material = await deps.keys.material(row.tenant_id, row.key_id, version)
+      if (!material)
+        throw new CloudProviderError('key_not_exportable', `Version ${version} has no material`, false)
       const previous =
         row.provider_key_id && row.provider_state
           ? { providerKeyId: row.provider_key_id, state: row.provider_state }
@@ -368,7 +450,7 @@ export function createCloudExportService(deps: {
           providerState: result.state,
         })
         if (updated)
-          await recordSync(tx, row, 'success', { providerKeyId: result.providerKeyId.slice(0, 500) })
+          await recordSync(tx, row, 'success', { providerKeyId: clipText(result.providerKeyId, 500) })
         return updated
       })
       return recorded !== undefined
@@ -401,6 +483,8 @@ export function createCloudExportService(deps: {
       const adapter = adapterOf(input.provider)
       const settings = parseSettings(adapter, input.settings)
       const credentials = fieldsChecked(() => adapter.parseCredentials(input.credentials))
+      requireAllowedEndpoints(adapter, 'settings', settings)
+      requireAllowedEndpoints(adapter, 'credentials', credentials)
       const id = randomUUID()
       const now = clock.now()
       try {
@@ -443,7 +527,9 @@ export function createCloudExportService(deps: {
     async rotateCredentials(actor, caller, id, input) {
       requireExportScope(caller)
       const current = await connectionOf(actor, id)
-      const credentials = fieldsChecked(() => adapterOf(current.provider).parseCredentials(input))
+      const adapter = adapterOf(current.provider)
+      const credentials = fieldsChecked(() => adapter.parseCredentials(input))
+      requireAllowedEndpoints(adapter, 'credentials', credentials)
       const sealed = await sealCredentials(actor.tenantId, id, credentials)
       const row = await sql.begin(async (tx) => {
         const updated = await replaceCredentials(tx, actor.tenantId, id, sealed, clock.now())
@@ -493,7 +579,9 @@ export function createCloudExportService(deps: {
       try {
         const deadline = AbortSignal.timeout(TEST_DEADLINE_MS)
         context = await contextOf(row, deadline)
-        await beforeDeadline(adapterOf(row.provider).testConnection(context), deadline)
+        const adapter = adapterOf(row.provider)
+        requireStoredEndpointsAllowed(adapter, context)
+        await beforeDeadline(adapter.testConnection(context), deadline)
         result = { status: 'ok', error: null }
       } catch (err) {
         const failure = describeFailure(err, context)
@@ -511,6 +599,22 @@ export function createCloudExportService(deps: {
     async createExport(actor, caller, keyId, input) {
       requireExportScope(caller)
       const key = await keyOf(actor, keyId)
+      // First: a key not created exportable never leaves, whatever else the request says. The
+      // attempt is audited at warning level, as a refused export-private is.
+      if (!key.exportable) {
+        await audit.record({
+          ...actor,
+          action: 'keys.cloud_export.create',
+          resource: `key:${keyId}`,
+          outcome: 'failure',
+          details: {
+            level: 'warning',
+            reason: 'key_not_exportable',
+            ...(isUuid(input.connectionId) ? { connectionId: input.connectionId } : {}),
+          },
+        })
+        throw notExportable()
+      }
       const connection = await connectionOf(actor, input.connectionId)
       const adapter = adapterOf(connection.provider)
       if (!adapter.supportedAlgorithms.includes(key.algorithm))
@@ -529,6 +633,7 @@ export function createCloudExportService(deps: {
         )
       requireState(key.state, ['Active'], 'export to a cloud KMS')
       const target = fieldsChecked(() => adapter.parseTarget(input.target))
+      requireAllowedEndpoints(adapter, 'target', target)
       const now = clock.now()
       const id = randomUUID()
       const row = await sql.begin(async (tx) => {
@@ -581,6 +686,25 @@ export function createCloudExportService(deps: {
     async requestSync(actor, keyId, id) {
       const current = await exportOf(actor, keyId, id)
       const key = await keyOf(actor, keyId)
+      if (!key.exportable) {
+        // An export made before the check existed: it stops, with the reason on it and audited.
+        await sql.begin(async (tx) => {
+          await stopExports(
+            tx,
+            { tenantId: actor.tenantId, keyId, exportId: current.id },
+            'key_not_exportable',
+            NOT_EXPORTABLE,
+          )
+          await audit.recordInTransaction(tx, {
+            ...actor,
+            action: 'keys.cloud_export.sync_request',
+            resource: `key:${keyId}`,
+            outcome: 'failure',
+            details: { exportId: current.id, level: 'warning', reason: 'key_not_exportable' },
+          })
+        })
+        throw notExportable()
+      }
       requireState(key.state, EXPORTABLE_STATES, 'sync to a cloud KMS')
       const row = await sql.begin(async (tx) => {
         const [updated] = await requestSync(

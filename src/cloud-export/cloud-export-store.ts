@@ -1,7 +1,8 @@
 import type { Queryable } from '../platform/database.ts'
+import { clipText } from '../platform/text.ts'
 import type { CloudProvider } from './provider.ts'
 
-/** cloud_connections and cloud_exports (migration 0021): only the cloud-export module touches them. */
+/** cloud_connections and cloud_exports (migrations 0021, 0029): only the cloud-export module touches them. */
 export interface ConnectionRow {
   id: string
   tenant_id: string
@@ -234,9 +235,28 @@ export async function recordFailure(
 ): Promise<ExportRow | undefined> {
   const [row] = await db<ExportRow[]>`
     UPDATE cloud_exports
-    SET last_sync_error_code = ${input.code}, last_sync_error = ${input.message.slice(0, 500)}, lease_until = NULL,
+    SET last_sync_error_code = ${input.code}, last_sync_error = ${clipText(input.message, 500)}, lease_until = NULL,
       sync_status = ${input.retryAt ? 'pending' : 'failed'}, next_attempt_at = ${input.retryAt}
     WHERE id = ${input.id} AND lease_until = ${input.leaseUntil}
     RETURNING *`
   return row
+}
+
+/**
+ * Exports that must not be pushed at all (their key is not exportable): failed with the reason,
+ * not due again. A running push keeps its lease; it checks the same rule before sending anything.
+ */
+export async function stopExports(
+  db: Queryable,
+  where: { tenantId: string; keyId: string; exportId?: string },
+  code: string,
+  message: string,
+): Promise<ExportRow[]> {
+  return db<ExportRow[]>`
+    UPDATE cloud_exports
+    SET sync_status = 'failed', last_sync_error_code = ${code}, last_sync_error = ${clipText(message, 500)},
+      next_attempt_at = NULL
+    WHERE tenant_id = ${where.tenantId} AND key_id = ${where.keyId}
+      ${where.exportId ? db`AND id = ${where.exportId}` : db``}
+    RETURNING *`
 }

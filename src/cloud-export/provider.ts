@@ -60,6 +60,16 @@ export class CloudProviderError extends Error {
   }
 }
 
+/**
+ * A URL a connection's settings or credentials, or an export's target, name: the field (as a
+ * CloudFieldError names it) and whether it is one of the provider's own public hosts.
+ */
+export interface EndpointField {
+  field: string
+  url: string
+  official: boolean
+}
+
 /** A caller's field that a provider refuses: a 400 naming it (the service turns it into one). */
 export class CloudFieldError extends Error {
   readonly field: string
@@ -79,6 +89,13 @@ export interface CloudProviderAdapter {
   parseCredentials(input: Record<string, unknown>): Record<string, unknown>
   /** Validates an export's target at this provider (CloudFieldError naming `target.<field>`). */
   parseTarget(input: Record<string, unknown>): Record<string, unknown>
+  /**
+   * The URLs that the fields of one part name (as `parse*` returned them or as stored), each
+   * judged official or not: the provider's public hosts (for the connection's region where the
+   * host depends on it) are official; any other is a custom endpoint, which the service lets
+   * through only when the operator allowed its origin (custom-endpoints.ts).
+   */
+  endpoints(part: 'settings' | 'credentials' | 'target', fields: Record<string, unknown>): EndpointField[]
   /** One cheap authenticated call that proves the credentials work (CloudProviderError otherwise). */
   testConnection(connection: ConnectionContext): Promise<void>
   /**

@@ -22,6 +22,7 @@ import {
 } from '@aws-sdk/client-kms'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
 import { isLoopbackHost } from '../../platform/urls.ts'
+import { onOfficialHost } from '../custom-endpoints.ts'
 import {
   CloudFieldError,
   type CloudProviderAdapter,
@@ -127,6 +128,14 @@ export const awsProvider: CloudProviderAdapter = {
   parseTarget(input) {
     refuseUnknownFields('target', 'an AWS export target', input, TARGET_FIELDS)
     return { ...readTarget(input) }
+  },
+
+  endpoints(part, fields) {
+    const { endpoint, region } = fields
+    if (part !== 'settings' || typeof endpoint !== 'string') return []
+    const official =
+      typeof region === 'string' && onOfficialHost(endpoint, (host) => kmsHosts(region).includes(host))
+    return [{ field: 'settings.endpoint', url: endpoint, official }]
   },
 
   async testConnection(connection) {
@@ -398,6 +407,21 @@ function readSettings(input: Record<string, unknown>): AwsSettings {
   const endpoint = input['endpoint']
   if (endpoint === undefined) return { region }
   return { region, endpoint: readEndpoint(endpoint) }
+}
+
+/**
+ * AWS KMS's own hosts in a region: the standard and FIPS endpoints, in the aws and aws-cn
+ * partitions and under the dual-stack domain. A VPC endpoint's or another partition's name is
+ * custom (the operator allows it).
+ */
+function kmsHosts(region: string): string[] {
+  return [
+    `kms.${region}.amazonaws.com`,
+    `kms-fips.${region}.amazonaws.com`,
+    `kms.${region}.amazonaws.com.cn`,
+    `kms.${region}.api.aws`,
+    `kms-fips.${region}.api.aws`,
+  ]
 }
 
 function readEndpoint(value: unknown): string {

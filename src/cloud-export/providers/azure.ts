@@ -3,6 +3,7 @@ import { type JsonWebKey, KeyClient } from '@azure/keyvault-keys'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
 import { DestinationRefused, DestinationUnresolved } from '../../outbound/destination.ts'
 import type { OutboundClient } from '../../outbound/outbound-client.ts'
+import { onOfficialHost } from '../custom-endpoints.ts'
 import {
   CloudFieldError,
   type CloudProviderAdapter,
@@ -114,7 +115,8 @@ function readCredentials(input: Record<string, unknown>): AzureCredentials {
 
 function readTarget(input: Record<string, unknown>): AzureTarget {
   refuseUnknown('target', input, ['vaultUrl', 'keyName'])
-  // Any https origin, not only *.vault.azure.net: a private endpoint, another cloud, a test's fake.
+  // Any https origin, not only *.vault.azure.net: a private endpoint, another cloud, a test's fake
+  // (the service lets one that is not Microsoft's through only if the operator allowed it).
   const vaultUrl = httpsOrigin('target.vaultUrl', input['vaultUrl'])
   const keyName = input['keyName']
   if (typeof keyName !== 'string' || !KEY_NAME.test(keyName)) {
@@ -422,6 +424,25 @@ export const azureProvider: CloudProviderAdapter = {
   parseSettings: (input) => ({ ...readSettings(input) }),
   parseCredentials: (input) => ({ ...readCredentials(input) }),
   parseTarget: (input) => ({ ...readTarget(input) }),
+
+  /**
+   * Official: Entra ID's hosts of the public and sovereign clouds, and vaults and managed HSMs
+   * under Microsoft's Key Vault domains. A private-link name or an Azure Stack vault is custom.
+   */
+  endpoints(part, fields) {
+    const { authorityHost, vaultUrl } = fields
+    if (part === 'settings' && typeof authorityHost === 'string') {
+      const official = onOfficialHost(authorityHost, (host) => Object.hasOwn(CLOUD_VAULT_RESOURCE, host))
+      return [{ field: 'settings.authorityHost', url: authorityHost, official }]
+    }
+    if (part === 'target' && typeof vaultUrl === 'string') {
+      const official = onOfficialHost(vaultUrl, (host) =>
+        VAULT_RESOURCES.some(([suffix]) => host.endsWith(`.${suffix}`)),
+      )
+      return [{ field: 'target.vaultUrl', url: vaultUrl, official }]
+    }
+    return []
+  },
 
   /**
    * A connection names no vault (targets do), so the test is the token: one client-credentials

@@ -10,6 +10,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { protos } from '@google-cloud/kms'
 import type { AlgorithmName, KeyType } from '../../keys/algorithms.ts'
+import { onOfficialHost } from '../custom-endpoints.ts'
 import {
   CloudFieldError,
   type CloudProviderAdapter,
@@ -17,6 +18,7 @@ import {
   type ConnectionContext,
   checkHeldKey,
   cloudErrorOfOutbound,
+  type EndpointField,
   type ExportMaterial,
   type PushResult,
 } from '../provider.ts'
@@ -247,6 +249,34 @@ function endpointUrl(field: string, value: unknown, shape: 'origin' | 'url'): st
     return url.origin
   }
   return url.href
+}
+
+/** Google's OAuth token hosts: today's (`oauth2.googleapis.com`) and those older key files name. */
+const GOOGLE_TOKEN_HOSTS = new Set(['oauth2.googleapis.com', 'www.googleapis.com', 'accounts.google.com'])
+/** Cloud KMS's global API host, and its regional ones (`cloudkms.<location>.rep.googleapis.com`). */
+const isKmsApiHost = (host: string) =>
+  host === 'cloudkms.googleapis.com' || /^cloudkms\.[a-z0-9-]+\.rep\.googleapis\.com$/.test(host)
+
+/** The API endpoint and token URIs a connection names; a Private Service Connect name is custom. */
+function endpoints(
+  part: 'settings' | 'credentials' | 'target',
+  fields: Record<string, unknown>,
+): EndpointField[] {
+  const found: EndpointField[] = []
+  const { apiEndpoint, tokenUri } = fields
+  if (part === 'settings' && typeof apiEndpoint === 'string')
+    found.push({
+      field: 'settings.apiEndpoint',
+      url: apiEndpoint,
+      official: onOfficialHost(apiEndpoint, isKmsApiHost),
+    })
+  if (part !== 'target' && typeof tokenUri === 'string')
+    found.push({
+      field: `${part}.tokenUri`,
+      url: tokenUri,
+      official: onOfficialHost(tokenUri, (host) => GOOGLE_TOKEN_HOSTS.has(host)),
+    })
+  return found
 }
 
 /** The connection as parse* left it, with the defaults applied. */
@@ -739,6 +769,7 @@ export const gcpProvider: CloudProviderAdapter = {
   parseSettings,
   parseCredentials,
   parseTarget,
+  endpoints,
   testConnection,
   push,
 }

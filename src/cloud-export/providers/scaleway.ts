@@ -9,6 +9,7 @@ import type {
 } from '@scaleway/sdk-key-manager/v1alpha1'
 import type { AlgorithmName } from '../../keys/algorithms.ts'
 import { OutboundError } from '../../outbound/outbound-client.ts'
+import { onOfficialHost } from '../custom-endpoints.ts'
 import {
   CloudFieldError,
   type CloudProviderAdapter,
@@ -73,6 +74,13 @@ export const scalewayProvider: CloudProviderAdapter = {
   parseSettings,
   parseCredentials,
   parseTarget,
+  endpoints(part, fields) {
+    const { apiUrl } = fields
+    if (part !== 'settings' || typeof apiUrl !== 'string') return []
+    // The default is stored with the settings: only another origin is custom.
+    const official = onOfficialHost(apiUrl, (host) => host === new URL(DEFAULT_API_URL).hostname)
+    return [{ field: 'settings.apiUrl', url: apiUrl, official }]
+  },
   async testConnection(connection) {
     const scaleway = scalewayConnection(connection)
     const api = createKeyManagerApi(connection, scaleway)
