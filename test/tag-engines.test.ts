@@ -5,8 +5,14 @@ import type { AddressInfo } from 'node:net'
 import { dirname, join } from 'node:path'
 import { after, before, beforeEach, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { createBuiltinEngine, SAMPLE_KEYS, tokenize } from '../src/intelligence/builtin-engine.ts'
 import {
+  createBuiltinEngine,
+  SAMPLE_KEYS,
+  suggestBuiltin,
+  tokenize,
+} from '../src/intelligence/builtin-engine.ts'
+import {
+  cleanReason,
   createModelEngine,
   MAX_REASON_LENGTH,
   type ModelEngineOptions,
@@ -22,6 +28,7 @@ import {
 } from '../src/intelligence/tag-engine.ts'
 import { createAllowList } from '../src/outbound/allow-list.ts'
 import { createOutboundClient } from '../src/outbound/outbound-client.ts'
+import { clipText, codePointLength, cutText } from '../src/platform/text.ts'
 import { type FakeChatCompletions, startFakeChatCompletions } from './helpers/fake-chat-completions.ts'
 
 /**
@@ -306,6 +313,56 @@ describe('built-in engine', () => {
       label: 'payments',
       reason: "the name contains 'payments'",
     })
+  })
+})
+
+describe('reasons cut on whole characters (issue 31, defect 5)', () => {
+  const KEY_EMOJI = '\u{1F511}'
+  /** A stored reason must survive JSON: no lone surrogate, and PostgreSQL's json accepts it. */
+  const storable = (text: string) => text.isWellFormed() && JSON.parse(JSON.stringify(text)) === text
+
+  test('cutText: code points counted, graphemes kept whole, lone surrogates replaced', () => {
+    assert.equal(cutText('short', 40), 'short')
+    // 38 characters and an emoji: 40 UTF-16 units but 39 code points, under the bound.
+    assert.equal(cutText(`${'a'.repeat(38)}${KEY_EMOJI}`, 39), `${'a'.repeat(38)}${KEY_EMOJI}`)
+    // The old cut, slice(0, 39), kept half of the emoji here.
+    const name = `${'a'.repeat(38)}${KEY_EMOJI}-and-more`
+    assert.ok(!name.slice(0, 39).isWellFormed(), 'what went wrong before')
+    assert.equal(cutText(name, 40), `${'a'.repeat(38)}${KEY_EMOJI}…`)
+    // A family (ZWJ sequence, 7 code points) and a flag (2) are never split.
+    const family = '\u{1F468}\u200D\u{1F469}\u200D\u{1F467}\u200D\u{1F466}'
+    assert.equal(cutText(`${'b'.repeat(36)}${family}xyz`, 40), `${'b'.repeat(36)}…`)
+    assert.equal(
+      cutText(`${'c'.repeat(37)}\u{1F1EB}\u{1F1F7}xyz`, 40),
+      `${'c'.repeat(37)}\u{1F1EB}\u{1F1F7}…`,
+    )
+    assert.equal(cutText('lone \ud83d here', 40), 'lone \uFFFD here')
+    for (let length = 30; length < 50; length++) {
+      const text = `${'d'.repeat(length)}${KEY_EMOJI}${KEY_EMOJI}tail`
+      const cut = cutText(text, 40)
+      assert.ok(storable(cut), `at ${length}`)
+      assert.ok(codePointLength(cut) <= 40, `at ${length}`)
+    }
+  })
+
+  test('the built-in engine names similar keys with an emoji at any offset without splitting it', () => {
+    for (let at = 30; at < 45; at++) {
+      const named = (c: string) =>
+        key({ name: `payments-${c.repeat(at)}${KEY_EMOJI}-x`, labels: ['team-pay'], description: c })
+      const subject = key({ name: 'payments-subject' })
+      const got = suggestBuiltin(subject, { otherKeys: [named('a'), named('b')] })
+      const similar = got.find((s) => s.label === 'team-pay')
+      assert.ok(similar, `at ${at}`)
+      assert.ok(storable(similar.reason), `at ${at}: ${similar.reason}`)
+    }
+  })
+
+  test('a model reason with a lone surrogate or an emoji at the cut is stored whole', () => {
+    assert.equal(cleanReason('the name says \ud83d'), 'the name says \uFFFD')
+    const long = cleanReason(`${'r'.repeat(MAX_REASON_LENGTH - 2)}${KEY_EMOJI.repeat(3)}`)
+    assert.ok(storable(long))
+    assert.equal(codePointLength(long), MAX_REASON_LENGTH)
+    assert.ok(long.endsWith(`${KEY_EMOJI}…`))
   })
 })
 
@@ -618,4 +675,14 @@ describe('model engine against a local chat-completions server', () => {
       assert.ok(!reason.includes('sk-'))
     }
   })
+})
+
+test('clipText bounds UTF-16 units without keeping half of a surrogate pair, and makes lone ones U+FFFD', () => {
+  const emoji = '\u{1F600}'
+  const clipped = clipText(`${'a'.repeat(255)}${emoji}`, 256)
+  assert.equal(clipped, 'a'.repeat(255))
+  assert.ok(clipped.isWellFormed())
+  assert.equal(JSON.parse(JSON.stringify({ v: clipped })).v, clipped)
+  assert.equal(clipText(`ab${emoji}`, 4), `ab${emoji}`)
+  assert.equal(clipText('a\ud83db', 10), 'a\ufffdb')
 })

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { createBuiltinEngine } from '../src/intelligence/builtin-engine.ts'
+import { createIntelligenceService, MAX_BATCH_ATTEMPTS } from '../src/intelligence/intelligence-service.ts'
 import { claimJob } from '../src/intelligence/intelligence-store.ts'
+import type { TagEngine } from '../src/intelligence/tag-engine.ts'
 import { type FakeChatCompletions, startFakeChatCompletions } from './helpers/fake-chat-completions.ts'
 import { type ManualClock, manualClock } from './helpers/manual-clock.ts'
 import { startTestService, type TestService, waitFor } from './helpers/service.ts'
@@ -82,19 +85,26 @@ describe('tag suggestions', () => {
     const progress = async () => (await t.call('GET', `/tag-suggestion-jobs/${jobId}`)).body
 
     // A worker does four batches and stops.
-    assert.deepEqual(await service.api.services.intelligence.runJobs({ maxBatches: 4 }), { batches: 4 })
+    assert.deepEqual(await service.api.services.intelligence.runJobs({ maxBatches: 4 }), {
+      batches: 4,
+      failed: 0,
+    })
     let now = await progress()
     assert.equal(now.status, 'running')
     assert.equal(now.batchesDone, 4)
     assert.equal(now.processedKeys, 40)
     // Another worker claims the job and dies without a word (its lease stays).
     assert.ok(await claimJob(service.sql, clock.now(), new Date(clock.now().getTime() + 120_000)))
-    assert.deepEqual(await service.api.services.intelligence.runJobs(), { batches: 0 }, 'the lease holds it')
+    assert.deepEqual(
+      await service.api.services.intelligence.runJobs(),
+      { batches: 0, failed: 0 },
+      'the lease holds it',
+    )
     assert.equal((await progress()).batchesDone, 4)
     // Past the lease, a restarted worker goes on from batch 5.
     clock.advance(121_000)
     try {
-      assert.deepEqual(await service.api.services.intelligence.runJobs(), { batches: 6 })
+      assert.deepEqual(await service.api.services.intelligence.runJobs(), { batches: 6, failed: 0 })
     } finally {
       clock.set(new Date())
     }
@@ -120,6 +130,122 @@ describe('tag suggestions', () => {
     const secondDone = (await t.call('GET', `/tag-suggestion-jobs/${second.body.id}`)).body
     assert.equal(secondDone.status, 'completed')
     assert.equal(secondDone.suggestionsCreated, 0)
+  })
+
+  test('a key name with an emoji at the reason’s cut: the job completes, and another tenant’s later job too', async () => {
+    const a = await tenant()
+    // 38 characters, then an emoji whose two UTF-16 units are the 39th and 40th: the built-in
+    // engine names similar keys cut to 40 characters, which cut this one between the two units.
+    const prefix = `payments-${'a'.repeat(29)}`
+    assert.equal(prefix.length, 38)
+    const other = `payments-${'b'.repeat(29)}`
+    await a.key(`${prefix}\u{1F511}-one`, { labels: ['team-pay'] })
+    await a.key(`${other}\u{1F511}-two`, { labels: ['team-pay'] })
+    const third = await a.key('payments-third')
+    const aJob = await a.call('POST', '/tag-suggestion-jobs')
+    assert.equal(aJob.status, 202, aJob.text)
+    const b = await tenant()
+    await b.key('backup-archive')
+    const bJob = await b.call('POST', '/tag-suggestion-jobs')
+    assert.equal(bJob.status, 202, bJob.text)
+
+    // The sweep as the job process runs it, tick after tick: no tick throws.
+    for (let tick = 0; tick < 5; tick++) await service.api.services.intelligence.runJobs({ maxBatches: 20 })
+    const aDone = (await a.call('GET', `/tag-suggestion-jobs/${aJob.body.id}`)).body
+    const bDone = (await b.call('GET', `/tag-suggestion-jobs/${bJob.body.id}`)).body
+    assert.equal(bDone.status, 'completed', 'the other tenant’s job is not held up')
+    assert.equal(aDone.status, 'completed')
+    const suggested = (await a.call('GET', `/tag-suggestions?keyId=${third.id}`)).body.data as Array<{
+      label: string
+      reason: string
+    }>
+    const reason = suggested.find((s) => s.label === 'team-pay')?.reason ?? ''
+    assert.ok(reason.isWellFormed(), 'no lone surrogate')
+    assert.ok(reason.includes(`${prefix}\u{1F511}…`), reason)
+  })
+
+  test('jobs are claimed fairly: a tenant’s one-batch job started later completes before a long job of another tenant', async () => {
+    const a = await tenant()
+    for (let i = 0; i < 40; i++) await a.key(`${PURPOSES[i % PURPOSES.length]}-long-${i}`)
+    const long = await a.call('POST', '/tag-suggestion-jobs')
+    assert.equal(long.body.batchesTotal, 4)
+    const b = await tenant()
+    await b.key('jwt-signing-short')
+    const short = await b.call('POST', '/tag-suggestion-jobs')
+    assert.equal(short.body.batchesTotal, 1)
+    const progress = async () => ({
+      long: (await a.call('GET', `/tag-suggestion-jobs/${long.body.id}`)).body,
+      short: (await b.call('GET', `/tag-suggestion-jobs/${short.body.id}`)).body,
+    })
+
+    // One batch per step, as a worker with a small budget would go; the order is what counts.
+    const order: string[] = []
+    for (let step = 0; step < 10; step++) {
+      const { batches } = await service.api.services.intelligence.runJobs({ maxBatches: 1 })
+      if (batches === 0) break
+      const now = await progress()
+      order.push(`long ${now.long.batchesDone}/4, short ${now.short.batchesDone}/1`)
+    }
+    // The old claim (oldest job first) gave: long 1/4 … long 4/4, then short.
+    assert.deepEqual(order, [
+      'long 1/4, short 0/1',
+      'long 1/4, short 1/1',
+      'long 2/4, short 1/1',
+      'long 3/4, short 1/1',
+      'long 4/4, short 1/1',
+    ])
+    const done = await progress()
+    assert.equal(done.short.status, 'completed')
+    assert.equal(done.long.status, 'completed')
+  })
+
+  test('a batch that keeps failing is retried a bounded number of times, then its job fails with a reason; others go on', async () => {
+    const services = service.api.services
+    const builtin = createBuiltinEngine()
+    let poisonCalls = 0
+    // An engine that throws on one tenant's keys: the sweep's worst case, whatever the cause.
+    const engine: TagEngine = {
+      name: 'builtin',
+      async suggest(key, context) {
+        if (key.name.startsWith('poison')) {
+          poisonCalls++
+          throw new Error('the engine cannot handle this key')
+        }
+        return builtin.suggest(key, context)
+      },
+    }
+    const worker = createIntelligenceService({
+      sql: service.sql,
+      clock,
+      audit: services.audit,
+      directories: { keys: services.keys },
+      engine,
+    })
+    const p = await tenant()
+    await p.key('poison-payments')
+    const failing = await p.call('POST', '/tag-suggestion-jobs')
+    const q = await tenant()
+    await q.key('backup-archive-q')
+    const healthy = await q.call('POST', '/tag-suggestion-jobs')
+
+    const start = clock.now()
+    try {
+      for (let tick = 0; tick < 8; tick++) {
+        // No tick throws; each waits out the retry delay of the tick before.
+        await worker.runJobs({ maxBatches: 20 })
+        clock.advance(10 * 60_000)
+      }
+    } finally {
+      clock.set(start)
+    }
+    assert.equal(poisonCalls, MAX_BATCH_ATTEMPTS, 'tried exactly the bounded number of times')
+    const failed = (await p.call('GET', `/tag-suggestion-jobs/${failing.body.id}`)).body
+    assert.equal(failed.status, 'failed')
+    assert.ok(failed.finishedAt)
+    assert.match(failed.error, /batch 1 failed \(attempt 3 of 3\): the engine cannot handle this key/)
+    const other = (await q.call('GET', `/tag-suggestion-jobs/${healthy.body.id}`)).body
+    assert.equal(other.status, 'completed', 'the other tenant’s job completed')
+    assert.equal(other.error, null)
   })
 
   test('accept and reject, one or all: only pending suggestions of the caller’s tenant; accepting labels the key', async () => {

@@ -7,6 +7,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { applyPatch } from '../platform/patch.ts'
+import { clipText } from '../platform/text.ts'
 import { isLoopbackHost } from '../platform/urls.ts'
 import { parseSigningCertificate } from './saml-certificate.ts'
 import {
@@ -507,20 +508,20 @@ export function createFederationService(deps: {
         if (!request) return undefined
         const fresh = await markAssertionSeen(tx, {
           idpId: idp.id,
-          assertionId: assertionId.slice(0, 256),
+          assertionId: clipText(assertionId, 256),
           expiresAt: new Date(now.getTime() + SAML_TIMING.seenAssertionMs),
         })
         return fresh ? request : undefined
       })
       if (!answered) throw await refuse(idp, 'replayed', clientIp)
-      let accountId = await findFederatedAccount(sql, idp.id, nameId.slice(0, 512))
+      let accountId = await findFederatedAccount(sql, idp.id, clipText(nameId, 512))
       /** How the subject came to its account, on its first sign-in (audited with it). */
       let linked: string | undefined
       if (!accountId) {
         const email = attributeOf(profile, idp.attribute_mapping.email)
         if (!email) throw await refuse(idp, 'missing_email', clientIp)
         const displayName = idp.attribute_mapping.name
-          ? (attributeOf(profile, idp.attribute_mapping.name)?.slice(0, 200) ?? null)
+          ? (attributeOf(profile, idp.attribute_mapping.name)?.toWellFormed().slice(0, 200) ?? null)
           : null
         let found: FederatedAccountResult
         try {
@@ -549,7 +550,7 @@ export function createFederationService(deps: {
         linked = found.outcome
         await linkFederatedAccount(sql, {
           idpId: idp.id,
-          nameId: nameId.slice(0, 512),
+          nameId: clipText(nameId, 512),
           tenantId: idp.tenant_id,
           accountId,
         })
@@ -562,7 +563,7 @@ export function createFederationService(deps: {
         resource: `enduser:${accountId}`,
         outcome: 'success',
         clientIp,
-        details: { assertionId: assertionId.slice(0, 256), ...(linked ? { linked } : {}) },
+        details: { assertionId: clipText(assertionId, 256), ...(linked ? { linked } : {}) },
       })
       return { requestId: answered.id, interactionUid: answered.interaction_uid }
     },

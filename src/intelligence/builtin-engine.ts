@@ -1,4 +1,5 @@
 import { type AlgorithmName, algorithmByName, type KeyType } from '../keys/algorithms.ts'
+import { cutText } from '../platform/text.ts'
 import {
   type KeyFacts,
   LABEL_PATTERN,
@@ -223,7 +224,8 @@ export const MIN_SIMILAR_CARRIERS = 2
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
-const shorten = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`)
+/** Whole characters only: a key name cut inside an emoji made the batch's insert fail (src/platform/text.ts). */
+const shorten = (text: string, max: number) => cutText(text, max)
 
 function similarKeySuggestions(key: KeyFacts, otherKeys: readonly KeyFacts[]): TagSuggestion[] {
   const self = profile(key)

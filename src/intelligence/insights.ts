@@ -1,5 +1,5 @@
-import { type AlgorithmName, algorithmByName, type KeyType } from '../keys/algorithms.ts'
-import type { KeyState } from '../keys/key-state.ts'
+import { ALGORITHM_NAMES, type AlgorithmName, algorithmByName, type KeyType } from '../keys/algorithms.ts'
+import type { InsightCriteria, InsightRows, PurposeGroupRow } from './intelligence-store.ts'
 
 /** Thresholds of the findings (docs/insights.md). */
 export const INSIGHT_THRESHOLDS = {
@@ -13,30 +13,7 @@ export const INSIGHT_THRESHOLDS = {
   unusedDays: 90,
 } as const
 
-const DAY_MS = 24 * 60 * 60_000
-
 export type Severity = 'critical' | 'warning' | 'info'
-
-export interface InsightKey {
-  id: string
-  name: string
-  keyType: KeyType
-  algorithm: AlgorithmName
-  description: string
-  labels: readonly string[]
-  state: KeyState
-  createdAt: Date
-  expiresAt: Date | null
-}
-
-export interface InsightInputs {
-  keys: readonly InsightKey[]
-  /** Each key's last operation attempt (any outcome), from the key-use meter. */
-  lastAttemptOf(keyId: string): Date | undefined
-  /** The key's rotation policy: undefined without one; pausedAt null while it runs. */
-  policyOf(keyId: string): { pausedAt: Date | null } | undefined
-  now: Date
-}
 
 export interface Finding {
   code:
@@ -56,6 +33,18 @@ export interface Finding {
   recommendation: string
   /** The standard or rule the finding rests on. */
   reference: string | null
+  /** duplicate_purpose only: the largest groups of keys sharing a label or a word. */
+  groups?: PurposeGroup[]
+}
+
+/** Keys of one type and algorithm that share one label or one significant word. */
+export interface PurposeGroup {
+  keyType: KeyType
+  algorithm: AlgorithmName
+  shared: { kind: 'label' | 'word'; value: string }
+  count: number
+  /** The group's first and last key by name (one group can hold thousands). */
+  examples: Array<{ id: string; name: string }>
 }
 
 /**
@@ -71,151 +60,116 @@ const WEAK: Partial<Record<AlgorithmName, string>> = {
 /** The post-quantum counterpart this service offers for a classical key of a type. */
 const PQ_COUNTERPART: Partial<Record<KeyType, string>> = { Encryption: 'ML-KEM-768', Signing: 'ML-DSA-65' }
 
-/** Name and description words too common to say two keys share a purpose. */
+/**
+ * Name and description words too common to say two keys share a purpose. A word counts when it
+ * has 3+ characters and is not only digits (intelligence-store.ts splits the text: camelCase,
+ * then anything but ASCII letters and digits, lower-cased).
+ */
 const GENERIC_WORDS = new Set(
   'key keys the and for with from prod production live stage staging dev development test qa new old main primary secondary default temp tmp service app api v1 v2 v3'.split(
     ' ',
   ),
 )
 
-/** Significant words of a name or description: split on non-letters and camelCase, lower-cased. */
-export function purposeWords(text: string): Set<string> {
-  const words = text
-    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
-    .toLowerCase()
-    .split(/[^a-z0-9]+/)
-  return new Set(words.filter((w) => w.length >= 3 && !/^\d+$/.test(w) && !GENERIC_WORDS.has(w)))
-}
+/** At most this many keys are listed per finding (the first by name); `count` is the total. */
+export const MAX_LISTED_KEYS = 100
+/** At most this many duplicate-purpose groups are listed (the largest first). */
+export const MAX_PURPOSE_GROUPS = 20
 
-const entry = (key: InsightKey) => ({ id: key.id, name: key.name })
-const byName = (a: { name: string; id: string }, b: { name: string; id: string }) =>
-  a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+type Definition = Omit<Finding, 'count' | 'keys' | 'groups'>
 
 /**
- * The tenant's findings (docs/insights.md), each with its keys and a recommendation; only
- * findings that hold for at least one key. Pure: the service gathers the inputs.
+ * The findings in report order (docs/insights.md). Which keys each holds for is decided in SQL
+ * (intelligence-store.ts, `keyFindings` and `tenantInsightQuery`), from the criteria below.
  */
-export function findInsights(inputs: InsightInputs): Finding[] {
-  const { now } = inputs
-  const days = (n: number) => n * DAY_MS
-  const active = inputs.keys.filter((k) => k.state === 'Active')
-  const findings: Finding[] = []
-  const add = (finding: Omit<Finding, 'count' | 'keys'>, keys: InsightKey[]) => {
-    if (keys.length === 0) return
-    const listed = keys.map(entry).sort(byName)
-    findings.push({ ...finding, count: listed.length, keys: listed })
-  }
-
-  add(
-    {
+const DEFINITIONS: ReadonlyArray<{ code: Finding['code']; define(variant: string | null): Definition }> = [
+  {
+    code: 'expired_key_in_use',
+    define: () => ({
       code: 'expired_key_in_use',
       severity: 'critical',
       title: 'Expired keys still in use',
       recommendation:
         'Find the callers still using these keys (the audit log names them), move them to an active key, and revoke the expired ones.',
       reference: `an operation attempted after expiry within the last ${INSIGHT_THRESHOLDS.expiredInUseWindowDays} days`,
-    },
-    inputs.keys.filter((k) => {
-      if (k.state !== 'Expired' || !k.expiresAt) return false
-      const last = inputs.lastAttemptOf(k.id)
-      return (
-        last !== undefined &&
-        last > k.expiresAt &&
-        now.getTime() - last.getTime() <= days(INSIGHT_THRESHOLDS.expiredInUseWindowDays)
-      )
     }),
-  )
-  for (const [algorithm, reference] of Object.entries(WEAK) as Array<[AlgorithmName, string]>) {
-    add(
-      {
-        code: 'weak_algorithm',
-        severity: 'critical',
-        title: `Weak algorithm: ${algorithm}`,
-        recommendation:
-          'Create a replacement key with RSA-3072 or larger (or a post-quantum algorithm), move its users over, then retire this key.',
-        reference,
-      },
-      active.filter((k) => k.algorithm === algorithm),
-    )
-  }
-  add(
-    {
+  },
+  {
+    code: 'weak_algorithm',
+    define: (algorithm) => ({
+      code: 'weak_algorithm',
+      severity: 'critical',
+      title: `Weak algorithm: ${algorithm}`,
+      recommendation:
+        'Create a replacement key with RSA-3072 or larger (or a post-quantum algorithm), move its users over, then retire this key.',
+      reference: WEAK[algorithm as AlgorithmName] ?? null,
+    }),
+  },
+  {
+    code: 'no_rotation_policy',
+    define: () => ({
       code: 'no_rotation_policy',
       severity: 'critical',
       title: 'Keys without a rotation policy',
       recommendation:
         'Give each key a rotation policy (PUT /api/v1/keys/{keyId}/rotation-policy), for example Quarterly.',
       reference: 'every active key of this service can be rotated (a new version under the same id)',
-    },
-    active.filter((k) => !inputs.policyOf(k.id)),
-  )
-  add(
-    {
+    }),
+  },
+  {
+    code: 'expiring_soon',
+    define: () => ({
       code: 'expiring_soon',
       severity: 'warning',
       title: `Keys expiring within ${INSIGHT_THRESHOLDS.expiryWarningDays} days`,
       recommendation: 'Extend the expiry (PATCH expiresAt) or prepare a replacement key before the date.',
       reference: null,
-    },
-    active.filter(
-      (k) =>
-        k.expiresAt !== null &&
-        k.expiresAt.getTime() - now.getTime() <= days(INSIGHT_THRESHOLDS.expiryWarningDays),
-    ),
-  )
-  add(
-    {
+    }),
+  },
+  {
+    code: 'rotation_paused_too_long',
+    define: () => ({
       code: 'rotation_paused_too_long',
       severity: 'warning',
       title: `Rotation paused for more than ${INSIGHT_THRESHOLDS.pausedTooLongDays} days`,
       recommendation: 'Resume the rotation policy (POST …/rotation-policy/resume) or remove it on purpose.',
       reference: null,
-    },
-    active.filter((k) => {
-      const pausedAt = inputs.policyOf(k.id)?.pausedAt
-      return (
-        pausedAt != null && now.getTime() - pausedAt.getTime() > days(INSIGHT_THRESHOLDS.pausedTooLongDays)
-      )
     }),
-  )
-  add(
-    {
+  },
+  {
+    code: 'unused_key',
+    define: () => ({
       code: 'unused_key',
       severity: 'warning',
       title: `Keys unused for ${INSIGHT_THRESHOLDS.unusedDays} days or more`,
       recommendation: 'Confirm nobody needs them, then revoke them (or schedule their deletion).',
       reference: null,
-    },
-    active.filter((k) => {
-      const since = inputs.lastAttemptOf(k.id) ?? k.createdAt
-      return now.getTime() - since.getTime() >= days(INSIGHT_THRESHOLDS.unusedDays)
     }),
-  )
-  add(
-    {
+  },
+  {
+    code: 'post_quantum_candidate',
+    define: () => ({
       code: 'post_quantum_candidate',
       severity: 'info',
       title: 'Post-quantum migration candidates',
       recommendation:
         'Plan a move to the post-quantum counterpart: ML-KEM-768 for encryption keys, ML-DSA-65 for signing keys.',
       reference: 'classical keys whose type has a post-quantum algorithm in this service',
-    },
-    active.filter(
-      (k) => !algorithmByName(k.algorithm).isPostQuantum && PQ_COUNTERPART[k.keyType] !== undefined,
-    ),
-  )
-  add(
-    {
+    }),
+  },
+  {
+    code: 'untagged_key',
+    define: () => ({
       code: 'untagged_key',
       severity: 'info',
       title: 'Keys without labels',
       recommendation: 'Label them (the tag suggestions propose labels: POST /api/v1/tag-suggestion-jobs).',
       reference: null,
-    },
-    active.filter((k) => k.labels.length === 0),
-  )
-  add(
-    {
+    }),
+  },
+  {
+    code: 'duplicate_purpose',
+    define: () => ({
       code: 'duplicate_purpose',
       severity: 'info',
       title: 'Keys that seem to serve the same purpose',
@@ -223,30 +177,72 @@ export function findInsights(inputs: InsightInputs): Finding[] {
         'Keys of one type and algorithm sharing a purpose word or a label: keep one per purpose where you can, and label the others to tell them apart.',
       reference:
         'same type and algorithm, and a shared label or a shared significant word in the name or description',
-    },
-    duplicatePurpose(active),
-  )
+    }),
+  },
+]
+
+const DAY_MS = 24 * 60 * 60_000
+
+/** What the SQL needs to decide every finding at `now`. */
+export function insightCriteria(now: Date): InsightCriteria {
+  const t = now.getTime()
+  const days = (n: number) => n * DAY_MS
+  return {
+    now,
+    expiredInUseSince: new Date(t - days(INSIGHT_THRESHOLDS.expiredInUseWindowDays)),
+    expiringBy: new Date(t + days(INSIGHT_THRESHOLDS.expiryWarningDays)),
+    pausedBefore: new Date(t - days(INSIGHT_THRESHOLDS.pausedTooLongDays)),
+    unusedSince: new Date(t - days(INSIGHT_THRESHOLDS.unusedDays)),
+    weakAlgorithms: Object.keys(WEAK),
+    classicalAlgorithms: ALGORITHM_NAMES.filter((a) => !algorithmByName(a).isPostQuantum),
+    typesWithCounterpart: Object.keys(PQ_COUNTERPART),
+    genericWords: [...GENERIC_WORDS],
+    maxListed: MAX_LISTED_KEYS,
+    maxGroups: MAX_PURPOSE_GROUPS,
+  }
+}
+
+/**
+ * The findings of a report from the statement's rows, in report order (weak algorithms by
+ * name): work bounded by the rows' bound, whatever the tenant's size.
+ */
+export function assembleFindings(rows: InsightRows): Finding[] {
+  const findings: Finding[] = []
+  for (const definition of DEFINITIONS) {
+    const matching = rows.findings
+      .filter((row) => row.code === definition.code && row.count > 0)
+      .sort((a, b) =>
+        (a.variant ?? '') < (b.variant ?? '') ? -1 : (a.variant ?? '') > (b.variant ?? '') ? 1 : 0,
+      )
+    for (const row of matching) {
+      const finding: Finding = { ...definition.define(row.variant), count: row.count, keys: row.keys }
+      if (definition.code === 'duplicate_purpose' && rows.groups.length > 0)
+        finding.groups = rows.groups.map(toGroup)
+      findings.push(finding)
+    }
+  }
   return findings
 }
 
-/** Keys of one type and algorithm linked by a shared label or purpose word (groups of two or more). */
-function duplicatePurpose(keys: readonly InsightKey[]): InsightKey[] {
-  const groups = new Map<string, InsightKey[]>()
-  for (const key of keys) {
-    const group = `${key.keyType}|${key.algorithm}`
-    groups.set(group, [...(groups.get(group) ?? []), key])
+const LABEL_MARK = 'label:'
+
+function toGroup(row: PurposeGroupRow): PurposeGroup {
+  const label = row.mark.startsWith(LABEL_MARK)
+  const [firstName, firstId] = row.first
+  const [lastName, lastId] = row.last
+  return {
+    keyType: row.keyType as KeyType,
+    algorithm: row.algorithm as AlgorithmName,
+    shared: label
+      ? { kind: 'label', value: row.mark.slice(LABEL_MARK.length) }
+      : { kind: 'word', value: row.mark },
+    count: row.count,
+    examples:
+      firstId === lastId
+        ? [{ id: firstId, name: firstName }]
+        : [
+            { id: firstId, name: firstName },
+            { id: lastId, name: lastName },
+          ],
   }
-  const found = new Set<InsightKey>()
-  for (const group of groups.values()) {
-    const marks = group.map(
-      (k) => new Set([...purposeWords(`${k.name} ${k.description}`), ...k.labels.map((l) => `label:${l}`)]),
-    )
-    for (let i = 0; i < group.length; i++)
-      for (let j = i + 1; j < group.length; j++)
-        if ([...marks[i]!].some((mark) => marks[j]!.has(mark))) {
-          found.add(group[i]!)
-          found.add(group[j]!)
-        }
-  }
-  return [...found]
 }

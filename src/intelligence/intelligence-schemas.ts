@@ -3,6 +3,24 @@ import { nameSchema, PageQuery, Timestamp, Uuid } from '../platform/http-schemas
 
 const KeyRef = Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false })
 
+export const PurposeGroupSchema = Type.Object(
+  {
+    keyType: Type.String(),
+    algorithm: Type.String(),
+    shared: Type.Object(
+      {
+        kind: Type.Enum(['label', 'word']),
+        value: Type.String({ description: 'The label, or the significant word (lower-case)' }),
+      },
+      { additionalProperties: false },
+    ),
+    count: Type.Integer({ description: 'Active keys of this type and algorithm that share it' }),
+    examples: Type.Array(KeyRef, { description: 'The group’s first and last key by name' }),
+  },
+  { additionalProperties: false },
+)
+nameSchema(PurposeGroupSchema, 'InsightPurposeGroup')
+
 export const FindingSchema = Type.Object(
   {
     code: Type.Enum(
@@ -21,13 +39,21 @@ export const FindingSchema = Type.Object(
     ),
     severity: Type.Enum(['critical', 'warning', 'info']),
     title: Type.String(),
-    count: Type.Integer({ description: 'How many keys the finding names' }),
-    keys: Type.Array(KeyRef, { description: 'The affected keys, by name' }),
+    count: Type.Integer({ description: 'How many keys the finding holds for' }),
+    keys: Type.Array(KeyRef, {
+      description: 'The affected keys, by name: at most 100, the first by name (count is the total)',
+    }),
     recommendation: Type.String(),
     reference: Type.Union([
       Type.String({ description: 'The standard or rule behind the finding' }),
       Type.Null(),
     ]),
+    groups: Type.Optional(
+      Type.Array(PurposeGroupSchema, {
+        description:
+          'duplicate_purpose in the tenant’s report: the largest groups (at most 20) of keys sharing a label or a word',
+      }),
+    ),
   },
   { additionalProperties: false },
 )
@@ -100,7 +126,10 @@ export const SuggestionQuery = Type.Object(
 export const JobSchema = Type.Object(
   {
     id: Type.String(),
-    status: Type.Enum(['running', 'completed']),
+    status: Type.Enum(['running', 'completed', 'failed'], {
+      description:
+        'failed: a batch failed 3 times (error says why); the keys before it keep their suggestions',
+    }),
     totalKeys: Type.Integer(),
     processedKeys: Type.Integer(),
     batchSize: Type.Integer(),
@@ -109,7 +138,11 @@ export const JobSchema = Type.Object(
     suggestionsCreated: Type.Integer(),
     engine: Type.Union([Type.String(), Type.Null()]),
     createdAt: Timestamp('Asked for'),
-    finishedAt: Type.Union([Timestamp('Completed'), Type.Null()]),
+    finishedAt: Type.Union([Timestamp('Completed or failed'), Type.Null()]),
+    error: Type.Union([
+      Type.String({ description: 'Why the job failed (while it is retried: the last attempt’s error)' }),
+      Type.Null(),
+    ]),
   },
   { additionalProperties: false },
 )

@@ -1,35 +1,62 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import { createFairScheduler } from '../jobs/fair-scheduler.ts'
 import type { KeyView } from '../keys/key-service.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import { AppError, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
-import { type Finding, findInsights, type InsightKey } from './insights.ts'
+import { cutText } from '../platform/text.ts'
+import { assembleFindings, type Finding, insightCriteria } from './insights.ts'
 import {
   advanceJob,
   claimJob,
   decideSuggestions,
+  failBatch,
   foldKeyUse,
   getJob,
   getSuggestion,
+  type InsightRows,
   insertJob,
   insertSuggestions,
   type JobRow,
-  lastUseOf,
+  keyInsightQuery,
   listSuggestions,
   releaseJob,
+  runInsightQuery,
   type SuggestionRow,
+  tenantInsightQuery,
 } from './intelligence-store.ts'
 import type { KeyFacts, TagEngine } from './tag-engine.ts'
 
 /** Spec section 8: bulk suggestions run in batches of 10 keys. */
 export const SUGGESTION_BATCH_SIZE = 10
-/** A tenant's keys a report or a bulk job looks at, at most. */
+/** A tenant's keys a bulk job (or one key's suggestions) looks at, at most. */
 const MAX_KEYS = 10_000
 /** A worker holds a job this long per claim; a worker that died lets go after it. */
 const JOB_LEASE_MS = 2 * 60_000
+/**
+ * Attempts at one batch before the job fails with the last error as its reason (issue 31): a
+ * batch that cannot be stored (it failed on every claim before) no longer holds the sweep, and a
+ * passing fault (the database restarting) is retried after RETRY_DELAY_MS, then twice that.
+ */
+export const MAX_BATCH_ATTEMPTS = 3
+const RETRY_DELAY_MS = 30_000
+/** Stored reasons, in code points (the column's CHECK): cut on whole characters (src/platform/text.ts). */
+const MAX_STORED_REASON = 300
+const MAX_JOB_ERROR = 300
+/**
+ * Reports computed at once per process, and per tenant: each holds a database connection for
+ * its statement, so a burst of reports (one tenant's or many) never takes the pool from the
+ * other requests; waiting reports are served round-robin across tenants.
+ */
+const REPORT_CONCURRENCY = 2
+/**
+ * One report statement's bound. The pool's bound is sized for the short writes of the request
+ * path; a report reads every key of the tenant (bench/RESULTS.md "Issue 31": 100,000 keys).
+ */
+const REPORT_STATEMENT_TIMEOUT_MS = 30_000
 
 export interface SuggestionView {
   id: string
@@ -56,6 +83,8 @@ export interface JobView {
   engine: string | null
   createdAt: string
   finishedAt: string | null
+  /** Why a failed job failed (the last attempt's error while it is retried). */
+  error: string | null
 }
 
 export interface InsightsView {
@@ -64,14 +93,18 @@ export interface InsightsView {
   findings: Finding[]
 }
 
-/** What intelligence needs of the keys and rotation modules. */
+/**
+ * What intelligence needs of the keys module. The insights report reads keys and rotation
+ * policies through its read model instead (the view `intelligence_key_facts`, migration 0031),
+ * so it runs in SQL; `rotation` is no longer read and may be left out.
+ */
 export interface IntelligenceDirectories {
   keys: {
     get(actor: Actor, id: string): Promise<KeyView>
     snapshot(tenantId: string, limit: number): Promise<KeyView[]>
     addLabels(actor: Actor, id: string, labels: readonly string[]): Promise<KeyView>
   }
-  rotation: { policiesOf(tenantId: string): Promise<Array<{ keyId: string; pausedAt: Date | null }>> }
+  rotation?: { policiesOf(tenantId: string): Promise<Array<{ keyId: string; pausedAt: Date | null }>> }
 }
 
 export interface IntelligenceService {
@@ -97,10 +130,12 @@ export interface IntelligenceService {
     keyId?: string,
   ): Promise<{ decided: number; data: SuggestionView[] }>
   /**
-   * The job process: works on running jobs, batch by batch, each batch committed with its
-   * suggestions; `maxBatches` bounds one call (a worker that stops mid-run leaves the rest).
+   * The job process: works on running jobs, one batch per claim, the claims taken round-robin
+   * across tenants; each batch committed with its suggestions. `maxBatches` bounds one call (a
+   * worker that stops mid-run leaves the rest). A batch that throws is counted in `failed` and
+   * retried later, up to MAX_BATCH_ATTEMPTS, then its job fails; the call goes on with others.
    */
-  runJobs(options?: { maxBatches?: number }): Promise<{ batches: number }>
+  runJobs(options?: { maxBatches?: number }): Promise<{ batches: number; failed: number }>
   /** The lifecycle sweep: folds the key-use meter's rows. */
   foldKeyUse(): Promise<number>
 }
@@ -134,7 +169,8 @@ export function createIntelligenceService(deps: {
           tenant_id: tenantId,
           key_id: key.id,
           label: suggestion.label,
-          reason: suggestion.reason.slice(0, 300) || 'suggested',
+          // Whole characters: half an emoji failed the batch's insert (issue 31, defect 5).
+          reason: cutText(suggestion.reason, MAX_STORED_REASON) || 'suggested',
           engine: suggestion.engine ?? deps.engine.name,
           job_id: jobId,
           created_at: clock.now(),
@@ -143,39 +179,92 @@ export function createIntelligenceService(deps: {
     return rows
   }
 
+  /**
+   * Reports run through a fair scheduler (REPORT_CONCURRENCY), and callers asking for the same
+   * report while it is computed share it: four concurrent calls of a tenant cost one statement.
+   */
+  const reports = createFairScheduler({
+    concurrency: REPORT_CONCURRENCY,
+    perTenantLimit: 1,
+    maxQueued: Number.POSITIVE_INFINITY,
+    onError: () => {},
+  })
+  const inFlight = new Map<string, Promise<InsightRows>>()
+
+  function shared(tenantId: string, keyId: string | undefined, compute: () => Promise<InsightRows>) {
+    const id = `${tenantId}|${keyId ?? '*'}`
+    const running = inFlight.get(id)
+    if (running) return running
+    const promise = new Promise<InsightRows>((resolve, reject) => {
+      const run = () => compute().then(resolve, reject)
+      // Refused only while a task of that id is still leaving the scheduler: never leave a caller waiting.
+      if (!reports.submit(tenantId, id, run)) void run()
+    }).finally(() => inFlight.delete(id))
+    inFlight.set(id, promise)
+    return promise
+  }
+
+  /**
+   * The tenant's report, or one key's: computed by one SQL statement (intelligence-store.ts)
+   * whose answer is bounded; this process only shapes it.
+   */
   async function report(actor: Actor, keyId?: string): Promise<InsightsView> {
     const now = clock.now()
-    const [keys, uses, policies] = await Promise.all([
-      directories.keys.snapshot(actor.tenantId, MAX_KEYS),
-      lastUseOf(sql, actor.tenantId),
-      directories.rotation.policiesOf(actor.tenantId),
-    ])
-    const lastAttempt = new Map(uses.map((u) => [u.key_id, u.last_attempt_at]))
-    const policyByKey = new Map(policies.map((p) => [p.keyId, p]))
-    const insightKeys: InsightKey[] = keys.map((k) => ({
-      id: k.id,
-      name: k.name,
-      keyType: k.keyType,
-      algorithm: k.algorithm,
-      description: k.description,
-      labels: k.labels,
-      state: k.state,
-      createdAt: new Date(k.createdAt),
-      expiresAt: k.expiresAt ? new Date(k.expiresAt) : null,
-    }))
-    let findings = findInsights({
-      keys: insightKeys,
-      lastAttemptOf: (id) => lastAttempt.get(id),
-      policyOf: (id) => policyByKey.get(id),
-      now,
-    })
-    if (keyId)
-      findings = findings
-        .filter((f) => f.keys.some((k) => k.id === keyId))
-        .map((f) => ({ ...f, count: 1, keys: f.keys.filter((k) => k.id === keyId) }))
+    const criteria = insightCriteria(now)
+    const rows = await shared(actor.tenantId, keyId, () =>
+      runInsightQuery(sql, { statementTimeoutMs: REPORT_STATEMENT_TIMEOUT_MS, tenantWide: !keyId }, (tx) =>
+        keyId
+          ? keyInsightQuery(tx, actor.tenantId, keyId, criteria)
+          : tenantInsightQuery(tx, actor.tenantId, criteria),
+      ),
+    )
+    const findings = assembleFindings(rows)
     const summary = { critical: 0, warning: 0, info: 0 }
     for (const finding of findings) summary[finding.severity] += finding.count
     return { generatedAt: now.toISOString(), summary, findings }
+  }
+
+  /**
+   * The claimed job's next batch: suggestions made outside any transaction (a model may take
+   * seconds), then stored with the job's progress under the lease. False when the lease was lost
+   * (nothing of the batch is kept); the job row is updated in place.
+   */
+  async function runBatch(
+    job: JobRow,
+    leaseUntil: Date,
+    snapshotOf: (tenantId: string) => Promise<KeyView[]>,
+  ): Promise<boolean> {
+    const all = await snapshotOf(job.tenant_id)
+    const start = job.batches_done * job.batch_size
+    const ids = new Set(job.key_ids.slice(start, start + job.batch_size))
+    const batchKeys = all.filter((k) => ids.has(k.id) && k.state === 'Active')
+    const rows = await suggestionsFor(batchKeys, all, job.id, job.tenant_id)
+    const done = job.batches_done + 1
+    const finished = done * job.batch_size >= job.key_ids.length ? clock.now() : null
+    const advanced = await sql
+      .begin(async (tx) => {
+        const created = await insertSuggestions(tx, rows)
+        const row = await advanceJob(tx, {
+          id: job.id,
+          leaseUntil,
+          batchesDone: job.batches_done,
+          created: created.length,
+          engine: deps.engine.name,
+          finished,
+        })
+        // Lost the lease (or the batch was counted): nothing of this batch is kept.
+        if (!row) throw new LeaseLost()
+        return row
+      })
+      .catch((err: unknown) => {
+        if (err instanceof LeaseLost) return undefined
+        throw err
+      })
+    if (!advanced) return false
+    Object.assign(job, advanced)
+    // The job goes on at its next claim; release the lease so any worker may take it.
+    if (advanced.status === 'running') await releaseJob(sql, job.id, leaseUntil)
+    return true
   }
 
   async function recordDecisions(actor: Actor, rows: SuggestionRow[], decision: 'accept' | 'reject') {
@@ -321,59 +410,61 @@ export function createIntelligenceService(deps: {
     },
     async runJobs(options = {}) {
       let batches = 0
+      let failed = 0
       const max = options.maxBatches ?? Number.POSITIVE_INFINITY
-      while (batches < max) {
+      // The tenant's keys (the "similar keys" context) once per call, not once per batch.
+      const snapshots = new Map<string, Promise<KeyView[]>>()
+      const snapshotOf = (tenantId: string) => {
+        let keys = snapshots.get(tenantId)
+        if (!keys) {
+          keys = directories.keys.snapshot(tenantId, MAX_KEYS)
+          snapshots.set(tenantId, keys)
+        }
+        return keys
+      }
+      // One batch per claim: the next claim goes to the tenant served longest ago (claimJob).
+      for (let claims = 0; claims < max; claims++) {
         const now = clock.now()
         const leaseUntil = new Date(now.getTime() + JOB_LEASE_MS)
         const job = await claimJob(sql, now, leaseUntil)
         if (!job) break
+        let outcome: 'done' | 'failed' | 'lost'
         try {
-          // The tenant's keys once per claim (the "similar keys" context), not once per batch.
-          const all = await directories.keys.snapshot(job.tenant_id, MAX_KEYS)
-          while (batches < max) {
-            const start = job.batches_done * job.batch_size
-            const ids = new Set(job.key_ids.slice(start, start + job.batch_size))
-            const batchKeys = all.filter((k) => ids.has(k.id) && k.state === 'Active')
-            // The engine runs outside any transaction (a model may take seconds).
-            const rows = await suggestionsFor(batchKeys, all, job.id, job.tenant_id)
-            const done = job.batches_done + 1
-            const finished = done * job.batch_size >= job.key_ids.length ? clock.now() : null
-            const advanced = await sql
-              .begin(async (tx) => {
-                const created = await insertSuggestions(tx, rows)
-                const row = await advanceJob(tx, {
-                  id: job.id,
-                  leaseUntil,
-                  batchesDone: job.batches_done,
-                  created: created.length,
-                  engine: deps.engine.name,
-                  finished,
-                })
-                // Lost the lease (or the batch was counted): nothing of this batch is kept.
-                if (!row) throw new LeaseLost()
-                return row
-              })
-              .catch((err: unknown) => {
-                if (err instanceof LeaseLost) return undefined
-                throw err
-              })
-            if (!advanced) break
-            batches++
-            Object.assign(job, advanced)
-            if (advanced.status !== 'running') break
-          }
-        } finally {
-          if (job.status === 'running') await releaseJob(sql, job.id, leaseUntil)
+          outcome = (await runBatch(job, leaseUntil, snapshotOf)) ? 'done' : 'lost'
+        } catch (err) {
+          // Any failure of this batch (the engine, the insert): counted against the job, which
+          // waits and is retried, or fails at the bound; the sweep goes on with other jobs.
+          snapshots.delete(job.tenant_id)
+          const attempts = job.batch_failures + 1
+          await failBatch(sql, {
+            id: job.id,
+            leaseUntil,
+            batchesDone: job.batches_done,
+            maxFailures: MAX_BATCH_ATTEMPTS,
+            error: cutText(
+              `batch ${job.batches_done + 1} failed (attempt ${attempts} of ${MAX_BATCH_ATTEMPTS}): ${errorText(err)}`,
+              MAX_JOB_ERROR,
+            ),
+            now: clock.now(),
+            retryAt: new Date(clock.now().getTime() + RETRY_DELAY_MS * attempts),
+          })
+          outcome = 'failed'
         }
-        if (job.status === 'running') break
+        if (outcome === 'done') batches++
+        else if (outcome === 'failed') failed++
+        else await releaseJob(sql, job.id, leaseUntil)
       }
-      return { batches }
+      return { batches, failed }
     },
     foldKeyUse: () => foldKeyUse(sql),
   }
 }
 
 class LeaseLost extends Error {}
+
+/** An error as a job's reason: its message only (a driver's detail may quote the batch's data). */
+const errorText = (err: unknown) =>
+  err instanceof Error ? `${err.name === 'Error' ? '' : `${err.name}: `}${err.message}` : 'unknown error'
 
 const toSuggestionView = (row: SuggestionRow): SuggestionView => ({
   id: row.id,
@@ -402,5 +493,6 @@ const toJobView = (row: JobRow): JobView => {
     engine: row.engine,
     createdAt: row.created_at.toISOString(),
     finishedAt: row.finished_at?.toISOString() ?? null,
+    error: row.error,
   }
 }

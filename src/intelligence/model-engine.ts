@@ -1,4 +1,5 @@
 import { type OutboundClient, OutboundError } from '../outbound/outbound-client.ts'
+import { cutText } from '../platform/text.ts'
 import {
   type KeyFacts,
   LABEL_PATTERN,
@@ -133,14 +134,17 @@ export function normaliseLabel(raw: string): string {
     .replace(/[\s_]+/g, '-')
 }
 
-/** A reason made safe to show: control and format characters removed, spaces collapsed, bounded. */
+/**
+ * A reason made safe to show and to store: control and format characters removed, spaces
+ * collapsed, bounded in whole characters. A lone surrogate (JSON.parse accepts `"\ud83d"`)
+ * becomes U+FFFD: stored as it was, it would fail the batch's insert (src/platform/text.ts).
+ */
 export function cleanReason(raw: string): string {
   const text = raw
     .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
     .replace(/\s+/g, ' ')
     .trim()
-  const chars = [...text]
-  return chars.length <= MAX_REASON_LENGTH ? text : `${chars.slice(0, MAX_REASON_LENGTH - 1).join('')}…`
+  return cutText(text, MAX_REASON_LENGTH)
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>

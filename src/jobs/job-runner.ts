@@ -179,7 +179,9 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
     async (job: Job) => {
       if (job.name === TAG_SUGGESTION_SWEEP) {
         const result = await deps.intelligence.runJobs({ maxBatches: SUGGESTION_BATCHES_PER_TICK })
-        if (result.batches > 0) logger.info(result, 'tag suggestion sweep')
+        // A failed batch is retried later (or fails its job): said, and the tick goes on.
+        if (result.failed > 0) logger.warn(result, 'tag suggestion sweep: batches failed')
+        else if (result.batches > 0) logger.info(result, 'tag suggestion sweep')
         return result
       }
       const result = await deps.cloudExports.syncDue()
