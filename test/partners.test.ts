@@ -75,8 +75,14 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     assert.equal(made.body.url, `${a.baseUrl}/signup?ref=${made.body.code}`)
     // A tenant signs up through the code (what the sign-up does with ?ref=).
     const tenant = await a.createTenant()
-    assert.equal(await a.api.services.partners.attribute(tenant.tenantId, made.body.code.toLowerCase()), true)
-    assert.equal(await a.api.services.partners.attribute(tenant.tenantId, 'NOSUCHCODE1'), false)
+    const attribute = (code: string) =>
+      a.api.services.partners.attribute({
+        tenantId: tenant.tenantId,
+        code,
+        signerEmail: `owner-${counter}@customer.example`,
+      })
+    assert.equal(await attribute(made.body.code.toLowerCase()), true)
+    assert.equal(await attribute('NOSUCHCODE1'), false)
 
     const mine = await a.request('GET', '/api/v1/partners/referrals', { headers: one.headers })
     assert.equal(mine.status, 200, mine.text)
@@ -106,6 +112,9 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
     }
   })
 
+  /** The key with its last character changed: always another character, so never the key itself. */
+  const malformed = (key: string) => `${key.slice(0, -1)}${key.endsWith('x') ? 'y' : 'x'}`
+
   test('only partner keys reach the partner API, and partner keys reach nothing else (401)', async () => {
     const partner = await partnerWithKey()
     const tenant = await a.createTenant()
@@ -121,7 +130,7 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
       ['a member access token', member.headers],
       ['a partner key as X-Api-Key', { 'x-api-key': partner.key }],
       ['a partner key and a tenant key', { ...partner.headers, 'x-api-key': tenant.key }],
-      ['a malformed partner key', { authorization: `Bearer ${partner.key.slice(0, -1)}x` }],
+      ['a malformed partner key', { authorization: `Bearer ${malformed(partner.key)}` }],
       ['nothing', {}],
     ] as const) {
       for (const [method, path] of [
@@ -255,7 +264,8 @@ describe('partner API: partner keys only, isolation, and a rate limit shared by 
       clock.set(new Date('2031-01-15T10:00:00Z'))
       // A tenant signs up through the code's URL: the page carries the code, the e-mail proves
       // the address, the confirmation creates the tenant attributed to the partner.
-      const email = `referred-${process.pid}@example.com`
+      // Another domain than the partner's (example.com): its own domain would be a self-referral.
+      const email = `referred-${process.pid}@customer.example`
       const { form, answer } = await askToSignUp(url, { organizationName: `Referred ${code}`, email })
       assert.match(form.html, new RegExp(`referred by a partner \\(code <strong>${code}</strong>\\)`))
       assert.equal(answer.status, 200, answer.html)

@@ -24,7 +24,12 @@ import {
   ReferralListSchema,
   WebhookSecretSchema,
 } from './partner-schemas.ts'
-import { MAX_PARTNER_KEYS, type PartnerCaller, type PartnerService } from './partner-service.ts'
+import {
+  MAX_PARTNER_ENDPOINTS,
+  MAX_PARTNER_KEYS,
+  type PartnerCaller,
+  type PartnerService,
+} from './partner-service.ts'
 
 const TAGS = ['Partners']
 /** Spec section 8: 100 requests per minute per partner API key, across every process. */
@@ -125,6 +130,7 @@ export function partnerRoutes(
         schema: {
           tags: TAGS,
           summary: 'Register a URL for the partner’s events',
+          description: `The URL must reach a public address (a local, private or link-local one is 400 naming body/url, unless the operator allowed it); at most ${MAX_PARTNER_ENDPOINTS} endpoints (409 partner_endpoint_limit) and one registration per URL (409 endpoint_exists).`,
           operationId: 'createPartnerWebhookEndpoint',
           security: KEY_OR_SESSION,
           body: CreateEndpointBody,

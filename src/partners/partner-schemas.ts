@@ -89,7 +89,8 @@ export const CreateEndpointBody = Type.Object(
     url: Type.String({
       minLength: 1,
       maxLength: 2048,
-      description: 'Where events are POSTed (http or https)',
+      description:
+        'Where events are POSTed (http or https, no credentials): a public address, checked when saved and at every delivery',
     }),
   },
   { additionalProperties: false, examples: [{ url: 'https://partner.example/kms-events' }] },
