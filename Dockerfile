@@ -15,6 +15,9 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
 RUN mkdir -p /var/lib/kms && chown node:node /var/lib/kms
+# The data directory (the bootstrap key file; the embedded database when DATABASE_URL is unset) outlives
+# the container. Declared after the chown: a build step's change to a declared volume is discarded.
+VOLUME ["/var/lib/kms"]
 USER node
 EXPOSE 8080
 # NODE_ENV=production: the service refuses to start without KMS_MASTER_KEY or KMS_MASTER_KEY_FILE,

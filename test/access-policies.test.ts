@@ -269,6 +269,72 @@ describe('access policies: conditions, priority, actions, approvals, refresh', (
     assert.equal(audit[0]!.resource, `access_policy:${made.id}`)
   })
 
+  test('RequireMfa is action_not_supported whatever else the body holds (checked before validation)', async () => {
+    const t = await service.createTenant()
+    const made = await policy(t.key, { name: 'Allow all', action: 'Allow', priority: 1 })
+    for (const [method, path, body] of [
+      // No priority: the spec's example, which validation used to answer first.
+      ['POST', '/api/v1/access-policies', { name: 'Step up', action: 'RequireMfa' }],
+      ['POST', '/api/v1/access-policies', { action: 'RequireMfa' }],
+      ['POST', '/api/v1/access-policies', { name: '', action: 'RequireMfa', priority: -1, extra: true }],
+      ['PUT', `/api/v1/access-policies/${made.id}`, { action: 'RequireMfa' }],
+      ['PATCH', `/api/v1/access-policies/${made.id}`, { action: 'RequireMfa', priority: 'first' }],
+    ] as const) {
+      const refused = await service.request(method, path, { key: t.key, body })
+      assert.equal(refused.status, 400, `${method} ${JSON.stringify(body)}: ${refused.text}`)
+      assert.equal(refused.body.error, 'action_not_supported', refused.text)
+      assert.deepEqual(refused.body.supportedActions, SUPPORTED)
+    }
+    const listed = await service.request('GET', '/api/v1/access-policies', { key: t.key })
+    assert.deepEqual(
+      listed.body.data.map((p: { action: string }) => p.action),
+      ['Allow'],
+      'nothing was written',
+    )
+  })
+
+  test('a policy written without a priority goes after every other one (highest + 10)', async () => {
+    const t = await service.createTenant()
+    const write = async (method: string, path: string, body: Record<string, unknown>) => {
+      const res = await service.request(method, path, { key: t.key, body })
+      assert.equal(res.status, method === 'POST' ? 201 : 200, res.text)
+      return res.body as { id: string; priority: number }
+    }
+    const first = await write('POST', '/api/v1/access-policies', { name: 'First', action: 'Allow' })
+    assert.equal(first.priority, 10, 'the first policy')
+    const second = await write('POST', '/api/v1/access-policies', { name: 'Second', action: 'Deny' })
+    assert.equal(second.priority, 20)
+    const given = await write('POST', '/api/v1/access-policies', {
+      name: 'Given',
+      action: 'Deny',
+      priority: 5,
+    })
+    assert.equal(given.priority, 5, 'a given priority is kept')
+    // A PUT without one moves the policy after the others; a PATCH without one keeps it.
+    const replaced = await write('PUT', `/api/v1/access-policies/${first.id}`, {
+      name: 'First',
+      action: 'Allow',
+    })
+    assert.equal(replaced.priority, 30)
+    const patched = await write('PATCH', `/api/v1/access-policies/${second.id}`, { name: 'Second, renamed' })
+    assert.equal(patched.priority, 20)
+    const order = await service.request('GET', '/api/v1/access-policies', { key: t.key })
+    assert.deepEqual(
+      order.body.data.map((p: { name: string }) => p.name),
+      ['Given', 'Second, renamed', 'First'],
+    )
+
+    // No room after the last one: a 400 naming priority and its range.
+    await write('POST', '/api/v1/access-policies', { name: 'Last', action: 'Deny', priority: 1_000_000 })
+    const full = await service.request('POST', '/api/v1/access-policies', {
+      key: t.key,
+      body: { name: 'After the last', action: 'Deny' },
+    })
+    assert.equal(full.status, 400, full.text)
+    assert.equal(full.body.fields[0].path, 'body/priority')
+    assert.match(full.body.message, /0 to 1000000/)
+  })
+
   test('no policy allows; Deny refuses with a page and access_denied to the client, audited', async () => {
     const t = await setUp()
     const user = await newUser(t.key, t.app.id)

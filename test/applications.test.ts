@@ -86,12 +86,113 @@ describe('applications (OpenID clients of a tenant)', () => {
       await service.request('GET', '/api/v1/audit?action=applications.update', { key: tenant.key })
     ).body.data as AuditView[]
     assert.deepEqual(audit.map((r) => r.details?.['resources']).sort(), ['cleared', 'kept', 'replaced'])
-    // The type cannot change through PUT.
+    // The type cannot change through PUT: a 409 naming it (a read-only field, not an unknown one).
     const typed = await service.request('PUT', path, {
       key: tenant.key,
       body: { name: 'x', redirectUris: spa.redirectUris, applicationType: 'native' },
     })
-    assert.equal(typed.status, 400)
+    assert.equal(typed.status, 409, typed.text)
+    assert.equal(typed.body.error, 'read_only_field')
+    assert.deepEqual(
+      typed.body.fields.map((f: { path: string }) => f.path),
+      ['body/applicationType'],
+    )
+  })
+
+  test('PUT of a GET answer, unchanged, succeeds; a changed read-only field is a 409 naming each one', async () => {
+    const tenant = await service.createTenant()
+    const m2m = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: {
+        name: 'Batch job',
+        applicationType: 'machine_to_machine',
+        resources: ['https://api.example.com'],
+      },
+    })
+    assert.equal(m2m.status, 201, m2m.text)
+    const web = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: {
+        ...spa,
+        mfaMethods: {
+          totp: { enabled: true, required: true },
+          emailOtp: { enabled: false, required: false },
+          smsOtp: { enabled: false, required: false },
+        },
+        branding: { loginPanel: { translations: { en: { title: 'Dashboard', text: 'Sign in.' } } } },
+        signUpEnabled: true,
+      },
+    })
+    assert.equal(web.status, 201, web.text)
+    for (const id of [m2m.body.id, web.body.id]) {
+      const path = `/api/v1/applications/${id}`
+      const read = await service.request('GET', path, { key: tenant.key })
+      const put = await service.request('PUT', path, { key: tenant.key, body: read.body })
+      assert.equal(put.status, 200, put.text)
+      const { updatedAt: _before, ...was } = read.body
+      const { updatedAt: _after, ...is } = put.body
+      assert.deepEqual(is, was, 'nothing changed')
+    }
+
+    const path = `/api/v1/applications/${web.body.id}`
+    const read = (await service.request('GET', path, { key: tenant.key })).body
+    const attempt = (change: Record<string, unknown>) =>
+      service.request('PUT', path, { key: tenant.key, body: { ...read, ...change } })
+    // A timestamp written another way, for the same instant, is the same value.
+    const sameInstant = await attempt({ createdAt: read.createdAt.replace('Z', '+00:00') })
+    assert.equal(sameInstant.status, 200, sameInstant.text)
+    const fresh = sameInstant.body
+
+    for (const [change, fields] of [
+      [{ applicationType: 'traditional' }, ['body/applicationType']],
+      [{ clientId: 'app_AAAAAAAAAAAAAAAAAAAA' }, ['body/clientId']],
+      [{ id: m2m.body.id }, ['body/id']],
+      [
+        { hasClientSecret: true, clientSecretRotatedAt: fresh.createdAt },
+        ['body/hasClientSecret', 'body/clientSecretRotatedAt'],
+      ],
+      // What an answer read before a later change carries: another updatedAt than the stored one.
+      [{ updatedAt: '2000-01-01T00:00:00.000Z' }, ['body/updatedAt']],
+    ] as const) {
+      const refused = await service.request('PUT', path, {
+        key: tenant.key,
+        body: { ...fresh, name: 'Changed', ...change },
+      })
+      assert.equal(refused.status, 409, `${JSON.stringify(change)}: ${refused.text}`)
+      assert.equal(refused.body.error, 'read_only_field')
+      assert.deepEqual(
+        refused.body.fields.map((f: { path: string }) => f.path),
+        fields,
+      )
+      for (const field of fields) assert.ok(refused.body.message.includes(field), refused.body.message)
+    }
+    const after = await service.request('GET', path, { key: tenant.key })
+    assert.equal(after.body.name, 'Dashboard', 'a refused PUT changes nothing')
+  })
+
+  test('machine_to_machine needs no redirectUris (absent is none); the other types still need one', async () => {
+    const tenant = await service.createTenant()
+    const m2m = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: { name: 'Nightly sync', applicationType: 'machine_to_machine' },
+    })
+    assert.equal(m2m.status, 201, m2m.text)
+    assert.deepEqual(m2m.body.redirectUris, [])
+    assert.match(m2m.body.clientSecret, /^cs_/)
+    const renamed = await service.request('PUT', `/api/v1/applications/${m2m.body.id}`, {
+      key: tenant.key,
+      body: { name: 'Nightly sync (EU)' },
+    })
+    assert.equal(renamed.status, 200, renamed.text)
+    assert.deepEqual(renamed.body.redirectUris, [])
+    const { redirectUris: _none, ...withoutRedirects } = spa
+    const refused = await service.request('POST', '/api/v1/applications', {
+      key: tenant.key,
+      body: withoutRedirects,
+    })
+    assert.equal(refused.status, 400, refused.text)
+    assert.deepEqual(refused.body.fields[0].path, 'body/redirectUris')
+    assert.match(refused.body.message, /at least one URI for spa/)
   })
 
   test('secret rotation: a new secret once; public types have none to rotate', async () => {

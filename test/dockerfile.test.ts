@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, posix, relative } from 'node:path'
 import { describe, test } from 'node:test'
+import { dockerignore, parseDockerfile } from './helpers/dockerfile.ts'
 import { PROJECT_ROOT } from './helpers/service.ts'
 
 /**
@@ -9,81 +10,6 @@ import { PROJECT_ROOT } from './helpers/service.ts'
  * COPY/ADD source exists in the build context (after .dockerignore), the CMD's entry file is in
  * the image, and so is every file the running service reads from disk.
  */
-
-interface Instruction {
-  keyword: string
-  args: string[]
-  flags: Record<string, string>
-}
-
-/** Instructions of the Dockerfile, continuation lines joined, comments dropped, per build stage. */
-function parseDockerfile(text: string): Instruction[][] {
-  const logical: string[] = []
-  let pending = ''
-  for (const raw of text.split('\n')) {
-    const line = raw.trim()
-    if (pending === '' && (line === '' || line.startsWith('#'))) continue
-    if (line.startsWith('#')) continue
-    if (line.endsWith('\\')) {
-      pending += `${line.slice(0, -1)} `
-      continue
-    }
-    logical.push(pending + line)
-    pending = ''
-  }
-  const stages: Instruction[][] = []
-  for (const line of logical) {
-    const [keyword = '', ...rest] = line.split(/\s+/)
-    const upper = keyword.toUpperCase()
-    const body = line.slice(keyword.length).trim()
-    let args: string[]
-    if (body.startsWith('[')) args = JSON.parse(body) as string[]
-    else args = rest
-    const flags: Record<string, string> = {}
-    while (args[0]?.startsWith('--')) {
-      const [name, value = ''] = args[0].slice(2).split('=')
-      flags[name!] = value
-      args = args.slice(1)
-    }
-    if (upper === 'FROM') stages.push([])
-    stages.at(-1)?.push({ keyword: upper, args, flags })
-  }
-  return stages
-}
-
-/** .dockerignore semantics: patterns match from the context root, `**` any depth, `!` re-includes, last match wins. */
-function dockerignore(text: string): (path: string) => boolean {
-  const rules = text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'))
-    .map((l) => {
-      const negate = l.startsWith('!')
-      const pattern = posix.normalize((negate ? l.slice(1) : l).replace(/^\/+/, ''))
-      const source = pattern
-        .split('/')
-        .map((part) =>
-          part === '**'
-            ? '.*'
-            : part
-                .replace(/[.+^${}()|\\]/g, '\\$&')
-                .replace(/\*/g, '[^/]*')
-                .replace(/\?/g, '[^/]'),
-        )
-        .join('/')
-      return { negate, regex: new RegExp(`^${source}$`) }
-    })
-  return (path) => {
-    // A path is excluded when it or one of its parent folders is.
-    const parts = path.split('/')
-    let excluded = false
-    for (let i = 1; i <= parts.length; i++) {
-      const prefix = parts.slice(0, i).join('/')
-      for (const rule of rules) if (rule.regex.test(prefix)) excluded = !rule.negate
-    }
-    return excluded
-  }
-}
 
 /** Every file below `dir` (relative to the context, POSIX separators). */
 function filesUnder(dir: string): string[] {
@@ -173,6 +99,23 @@ describe('Dockerfile', () => {
     // Every module of src is there (the entry imports them at run time).
     const missing = filesUnder('src').filter((f) => f.endsWith('.ts') && !inImage(f))
     assert.deepEqual(missing, [])
+  })
+
+  test('the data directory (KMS_DATA_DIR) is a declared volume, prepared before the declaration', () => {
+    const stage = dockerfile.at(-1)!
+    const env = new Map(
+      stage
+        .filter((i) => i.keyword === 'ENV')
+        .flatMap((i) => i.args)
+        .map((pair) => pair.split('=') as [string, string]),
+    )
+    const dataDir = env.get('KMS_DATA_DIR')
+    assert.ok(dataDir, 'the final stage sets KMS_DATA_DIR')
+    const volume = stage.findIndex((i) => i.keyword === 'VOLUME' && i.args.includes(dataDir))
+    assert.notEqual(volume, -1, `VOLUME declares ${dataDir}`)
+    // Docker discards what a build step changes in a declared volume: the chown must come first.
+    const prepared = stage.findLastIndex((i) => i.keyword === 'RUN' && i.args.includes(dataDir))
+    assert.ok(prepared !== -1 && prepared < volume, `${dataDir} is created and owned before VOLUME`)
   })
 
   test('no source file reads a path from disk that this test does not know about', () => {

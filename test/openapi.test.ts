@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { createConfig, lintFromString } from '@redocly/openapi-core'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
+import { ENCRYPT_JSON_BODY_LIMIT_BYTES } from '../src/crypto/crypto-schemas.ts'
 import { documentTransform, routeTransform } from '../src/platform/openapi.ts'
-import { startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
+import { type HttpResult, startTestService, type TenantWithKey, type TestService } from './helpers/service.ts'
 
 /**
  * The served OpenAPI document: named components referenced with $ref, servers, an example for
@@ -223,6 +225,73 @@ describe('examples', () => {
       }
     }
     assert.deepEqual(refused, [])
+  })
+})
+
+describe('error examples', () => {
+  /** The example of one response status of an operation (JSON), if any. */
+  const exampleOf = (op: Json, status: string) => op.responses[status]?.content?.['application/json']?.example
+
+  test('each error status of an operation shows its own example', () => {
+    const shared: string[] = []
+    for (const { method, path, op } of operations()) {
+      const seen = new Map<string, string>()
+      for (const status of Object.keys(op.responses).filter((s) => /^[45]/.test(s))) {
+        const example = exampleOf(op, status)
+        if (example === undefined) continue
+        const text = JSON.stringify(example)
+        const other = seen.get(text)
+        if (other !== undefined) shared.push(`${method} ${path}: ${other} and ${status}`)
+        seen.set(text, status)
+      }
+    }
+    assert.deepEqual(shared, [], 'statuses sharing one example')
+  })
+
+  test('the /encrypt error examples are what the service answers with each status', async () => {
+    const op = doc.paths[`${API}/encrypt`].post
+    const t = await svc.createTenant()
+    const created = await svc.request('POST', `${API}/keys`, {
+      key: t.key,
+      body: { name: 'revoked', keyType: 'Encryption' },
+    })
+    assert.equal(created.status, 201, created.text)
+    const revoked = await svc.request('POST', `${API}/keys/${created.body.id}/revoke`, { key: t.key })
+    assert.equal(revoked.status, 200, revoked.text)
+    const reader = await svc.request('POST', `${API}/api-keys`, {
+      key: t.key,
+      body: { name: 'no encryption', scopes: ['keys:read'] },
+    })
+    assert.equal(reader.status, 201, reader.text)
+    const encrypt = (keyId: string, key?: string) =>
+      svc.request('POST', `${API}/encrypt`, {
+        ...(key === undefined ? {} : { key }),
+        body: { keyId, plaintext: Buffer.from('hello').toString('base64') },
+      })
+    const answers: Record<string, HttpResult> = {
+      '401': await encrypt(created.body.id),
+      '403': await encrypt(created.body.id, reader.body.key),
+      '404': await encrypt(randomUUID(), t.key),
+      '409': await encrypt(created.body.id, t.key),
+      '413': await svc.request('POST', `${API}/encrypt`, {
+        key: t.key,
+        rawBody: JSON.stringify({ plaintext: 'A'.repeat(ENCRYPT_JSON_BODY_LIMIT_BYTES) }),
+        headers: { 'content-type': 'application/json' },
+      }),
+      '415': await svc.request('POST', `${API}/encrypt`, {
+        key: t.key,
+        rawBody: 'hello',
+        headers: { 'content-type': 'text/plain' },
+      }),
+    }
+    for (const [status, answer] of Object.entries(answers)) {
+      assert.equal(String(answer.status), status, answer.text)
+      const example = exampleOf(op, status)
+      assert.ok(example, `POST /encrypt documents ${status}`)
+      // The same code and the same fields; values (a scope, a limit) may be another route's.
+      assert.equal(example.error, answer.body.error, `${status}: ${JSON.stringify(example)}`)
+      assert.deepEqual(Object.keys(example).sort(), Object.keys(answer.body).sort(), status)
+    }
   })
 })
 

@@ -10,6 +10,13 @@ const IdList = (description: string) =>
     description: `${description}s; empty or absent: any`,
   })
 
+const Priority = (absent: string) =>
+  Type.Integer({
+    minimum: 0,
+    maximum: POLICY_LIMITS.maxPriority,
+    description: `Evaluation order, lowest first; unique within the tenant (409 priority_taken). Absent: ${absent}`,
+  })
+
 const fields = {
   name: Printable(POLICY_LIMITS.nameChars, 'What the policy is for'),
   description: Type.Optional(Text(POLICY_LIMITS.descriptionChars, 'Notes (absent: empty)')),
@@ -20,11 +27,11 @@ const fields = {
     description: `One of ${ACTIONS}. RequireMfa is not released: 400 action_not_supported`,
     examples: ['Deny'],
   }),
-  priority: Type.Integer({
-    minimum: 0,
-    maximum: POLICY_LIMITS.maxPriority,
-    description: 'Evaluation order, lowest first; unique within the tenant (409 priority_taken)',
-  }),
+  priority: Type.Optional(
+    Priority(
+      `after every other policy of the tenant (their highest priority + ${POLICY_LIMITS.defaultPriorityStep}; ${POLICY_LIMITS.defaultPriorityStep} for the first)`,
+    ),
+  ),
   applicationIds: Type.Optional(IdList('An application the policy applies to')),
   endUserIds: Type.Optional(IdList('An end-user the policy applies to')),
   roleIds: Type.Optional(IdList('A role whose holders the policy applies to')),
@@ -77,7 +84,8 @@ export const AccessPolicyPatchBody = Type.Object(
     ...fields,
     name: Type.Optional(fields.name),
     action: Type.Optional(fields.action),
-    priority: Type.Optional(fields.priority),
+    // The default is a create's and a PUT's: a PATCH without a priority keeps the stored one.
+    priority: Type.Optional(Priority('kept')),
   },
   { additionalProperties: false, minProperties: 1, examples: [{ action: 'Deny' }] },
 )

@@ -38,6 +38,8 @@ export const POLICY_LIMITS = {
   nameChars: 200,
   descriptionChars: 1000,
   maxPriority: 1_000_000,
+  /** A policy written without a priority goes this far after the tenant's last one (room to insert between). */
+  defaultPriorityStep: 10,
   /** Entries per condition list. */
   conditionItems: 100,
   reasonChars: 500,
@@ -72,7 +74,8 @@ export interface AccessPolicyInput {
   name: string
   description?: string | undefined
   action: string
-  priority: number
+  /** Absent: after every other policy of the tenant (their highest priority + 10; 10 for the first). */
+  priority?: number | undefined
   applicationIds?: string[] | undefined
   endUserIds?: string[] | undefined
   roleIds?: string[] | undefined
@@ -230,8 +233,11 @@ export function createAccessPolicyService(deps: {
     return [...ids]
   }
 
-  /** The stored fields of an input, every rule of the issue applied; 400 names the field. */
-  async function fieldsOf(tenantId: string, input: AccessPolicyInput): Promise<PolicyFields> {
+  /** The stored fields of an input but its priority, every rule of the issue applied; 400 names the field. */
+  async function fieldsOf(
+    tenantId: string,
+    input: AccessPolicyInput,
+  ): Promise<Omit<PolicyFields, 'priority'>> {
     if ((UNRELEASED_ACTIONS as readonly string[]).includes(input.action)) throw actionNotSupported()
     if (!isReleased(input.action))
       throw invalidField('body/action', `must be one of ${POLICY_ACTIONS.join(', ')}`)
@@ -249,7 +255,6 @@ export function createAccessPolicyService(deps: {
       name,
       description: input.description ?? '',
       action: input.action,
-      priority: input.priority,
       application_ids: await checkIds(
         'body/applicationIds',
         input.applicationIds ?? [],
@@ -276,6 +281,43 @@ export function createAccessPolicyService(deps: {
   const inputOf = (row: AccessPolicyRow): AccessPolicyInput => {
     const { id: _id, createdAt: _created, updatedAt: _updated, ...input } = toView(row)
     return input
+  }
+
+  /**
+   * The priority of a policy written without one: after every other policy of the tenant, so a new
+   * policy never overrides the existing ones unasked. `except`: the policy a PUT replaces.
+   */
+  async function defaultPriority(tenantId: string, except: string): Promise<number> {
+    const others = (await policiesInOrder(sql, tenantId)).filter((p) => p.id !== except)
+    const priority = (others.at(-1)?.priority ?? 0) + POLICY_LIMITS.defaultPriorityStep
+    if (priority > POLICY_LIMITS.maxPriority)
+      throw invalidField(
+        'body/priority',
+        `is required here: the tenant's last policy has priority ${others.at(-1)?.priority}, leaving no room after it (0 to ${POLICY_LIMITS.maxPriority})`,
+      )
+    return priority
+  }
+
+  /**
+   * create and replace: a policy with the priority given, or the default one. Two writes without
+   * one may compute the same default at once; the one the unique index refuses computes it again.
+   */
+  async function place(
+    actor: Actor,
+    id: string,
+    verb: 'create' | 'update',
+    input: AccessPolicyInput,
+  ): Promise<AccessPolicyView> {
+    const fields = await fieldsOf(actor.tenantId, input)
+    if (input.priority !== undefined) return write(actor, id, verb, { ...fields, priority: input.priority })
+    for (let attempt = 1; ; attempt++) {
+      const priority = await defaultPriority(actor.tenantId, id)
+      try {
+        return await write(actor, id, verb, { ...fields, priority })
+      } catch (err) {
+        if (attempt >= 3 || !(err instanceof AppError && err.code === 'priority_taken')) throw err
+      }
+    }
   }
 
   /** Stores a policy (new, or changed) with its audit record, in one transaction. */
@@ -389,17 +431,21 @@ export function createAccessPolicyService(deps: {
       return toView(row)
     },
     async create(actor, input) {
-      return write(actor, randomUUID(), 'create', await fieldsOf(actor.tenantId, input))
+      return place(actor, randomUUID(), 'create', input)
     },
     async replace(actor, id, input) {
       if (!(await getPolicy(sql, actor.tenantId, id))) throw missing()
-      return write(actor, id, 'update', await fieldsOf(actor.tenantId, input))
+      return place(actor, id, 'update', input)
     },
     async patch(actor, id, patch) {
       const current = await getPolicy(sql, actor.tenantId, id)
       if (!current) throw missing()
       // A stored RequireMfa row must be given a released action to change: it is refused like a new one.
-      return write(actor, id, 'update', await fieldsOf(actor.tenantId, applyPatch(inputOf(current), patch)))
+      const merged = applyPatch(inputOf(current), patch)
+      return write(actor, id, 'update', {
+        ...(await fieldsOf(actor.tenantId, merged)),
+        priority: merged.priority ?? current.priority,
+      })
     },
     async remove(actor, id) {
       await sql.begin(async (tx) => {

@@ -84,8 +84,8 @@ const ERROR_EXAMPLES: Record<string, Json> = {
   '404': { error: 'key_not_found', message: 'Key not found' },
   '409': {
     error: 'key_state_conflict',
-    message: 'A key in state Disabled cannot be used to encrypt',
-    state: 'Disabled',
+    message: 'A key in state Revoked cannot be used to encrypt',
+    state: 'Revoked',
   },
   '413': {
     error: 'payload_too_large',
@@ -130,13 +130,15 @@ function describeMedia(doc: Json): void {
           if (!type.includes('json') && schema['type'] === undefined) {
             media['schema'] = { type: 'string', format: 'binary', ...schema }
           }
-          if (media['example'] !== undefined) continue
-          // Error answers share one schema; the example shows what this status really carries.
+          // Error answers share one schema; the example shows what this status really carries. It
+          // replaces the example @fastify/swagger already copied from the shared schema's
+          // `examples` (one for every status: 401, 403, 409, ... all read "Key not found").
           const errorExample = ERROR_EXAMPLES[status]
           if (errorExample !== undefined && schema[SCHEMA_ID] === 'ErrorResponse') {
             media['example'] = errorExample
             continue
           }
+          if (media['example'] !== undefined) continue
           const examples = schema['examples']
           if (Array.isArray(examples) && examples.length > 0) media['example'] = examples[0]
         }
