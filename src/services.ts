@@ -298,6 +298,7 @@ export async function createServices(
     sql,
     audit,
     masterKeys,
+    logger,
     creators: endusers,
     changed: (tenantId) => identity!.cors.changed(tenantId),
   })
@@ -405,6 +406,7 @@ export async function createServices(
     commissionBasisPoints: config.partnerCommissionBasisPoints,
     invoices: billing,
     masterKeys,
+    outbound,
     outbox: webhooks,
     mailQueue,
     mailer,
@@ -433,6 +435,7 @@ export async function createServices(
     outbound,
     adapters: CLOUD_ADAPTERS,
     timeoutMs: config.cloudExportTimeoutMs,
+    customEndpoints: config.cloudExportCustomEndpoints,
     logger: logger.child({ component: 'cloud-export' }),
     keys: {
       async describe(tenantId, keyId) {
@@ -443,9 +446,12 @@ export async function createServices(
           keyType: row.key_type as KeyType,
           currentVersion: row.current_version,
           state: keyState(row, clock.now()),
+          exportable: row.exportable,
         }
       },
       async material(tenantId, keyId, version) {
+        // The private key of a key not created exportable is never handed to a cloud export.
+        if (!(await keyCache.getKey(tenantId, keyId))?.exportable) return undefined
         const opened = await keyObjects.get(tenantId, keyId, version)
         return opened?.publicKey ? { privateKey: opened.secretKey, publicKey: opened.publicKey } : undefined
       },

@@ -67,11 +67,13 @@ export function applicationRoutes(applications: ApplicationService): FastifyPlug
         config: { access: access.scope('applications:write') },
         schema: {
           tags: TAGS,
-          summary: 'Change an application: omitting resources keeps them, an empty array clears them',
+          summary:
+            'Change an application: omitting resources keeps them, an empty array clears them; a read answer put back unchanged is valid',
           operationId: 'updateApplication',
           params: IdParams,
           body: UpdateApplicationBody,
-          response: { 200: ApplicationSchema, ...errorResponses(403, 404) },
+          // 409 read_only_field: the type, an id, the secret state or a timestamp differs from the stored one.
+          response: { 200: ApplicationSchema, ...errorResponses(403, 404, 409) },
         },
       },
       async (request) => applications.update(actorOf(request), request.params.id, request.body),

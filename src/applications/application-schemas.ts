@@ -1,4 +1,4 @@
-import { Type } from 'typebox'
+import { type TSchema, Type } from 'typebox'
 import { LoginPanelSchema } from '../branding/login-panel.ts'
 import { nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import { MfaMethodsSchema } from '../settings/settings-schemas.ts'
@@ -71,7 +71,11 @@ export const CreateApplicationBody = Type.Object(
   {
     name: Name,
     applicationType: ApplicationType,
-    redirectUris: Uris('Where the provider may send the browser back (none for machine_to_machine)'),
+    redirectUris: Type.Optional(
+      Uris(
+        'Where the provider may send the browser back: at least one, except for machine_to_machine (none; absent is fine)',
+      ),
+    ),
     postLogoutRedirectUris: Type.Optional(Uris('Where the browser may go after sign-out')),
     resources: Type.Optional(Uris('RFC 8707 resource indicators (absolute URIs)')),
     mfaMethods: Type.Optional(MfaSetting('Absent or null: the tenant’s MFA methods apply')),
@@ -94,19 +98,39 @@ export const CreateApplicationBody = Type.Object(
 )
 nameSchema(CreateApplicationBody, 'CreateApplication')
 
+/**
+ * The read answer's fields no PUT can change. They may be sent back as read (a GET's answer, put
+ * back unchanged, is a valid PUT); a different value is 409 read_only_field naming it.
+ */
+const ReadOnly = <T extends TSchema>(schema: T) =>
+  Type.Optional({
+    ...schema,
+    description: 'Read-only: absent, or as read (a different value is 409 read_only_field)',
+  })
+
 export const UpdateApplicationBody = Type.Object(
   {
     name: Name,
-    redirectUris: Uris('Replaces the stored list'),
+    redirectUris: Type.Optional(
+      Uris('Replaces the stored list (absent: none; only machine_to_machine has none)'),
+    ),
     postLogoutRedirectUris: Type.Optional(Uris('Replaces the stored list (absent: none)')),
     resources: Type.Optional(Uris('Absent: the stored resources stay; an empty array clears them')),
     mfaMethods: Type.Optional(MfaSetting('Absent: kept; null: the tenant’s apply again')),
     branding: Type.Optional(BrandingSetting('Absent: kept; null: removed')),
     signUpEnabled: Type.Optional(Type.Boolean({ description: 'Absent: kept' })),
+    id: ReadOnly(ApplicationSchema.properties.id),
+    applicationType: ReadOnly(ApplicationSchema.properties.applicationType),
+    clientId: ReadOnly(ApplicationSchema.properties.clientId),
+    hasClientSecret: ReadOnly(ApplicationSchema.properties.hasClientSecret),
+    clientSecretRotatedAt: ReadOnly(ApplicationSchema.properties.clientSecretRotatedAt),
+    createdAt: ReadOnly(ApplicationSchema.properties.createdAt),
+    updatedAt: ReadOnly(ApplicationSchema.properties.updatedAt),
   },
   {
     additionalProperties: false,
-    description: 'The application type cannot change',
+    description:
+      'The application type, ids, secret state and timestamps cannot change: the fields of a read answer may be sent back as read',
     examples: [{ name: 'Dashboard', redirectUris: ['https://app.example.com/callback'], resources: [] }],
   },
 )

@@ -1,10 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import { checkLoginPanel, type LoginPanel } from '../branding/login-panel.ts'
 import type { AppCreator } from '../endusers/enduser-service.ts'
-import { open, seal } from '../keyring/aead.ts'
+import { open, SealedBlobError, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
@@ -18,7 +20,9 @@ import {
   insertApplication,
   listAllRedirectUris,
   listApplications,
+  replaceSealedSecret,
   replaceSecret,
+  secretsToRewrap,
   updateApplication,
 } from './application-store.ts'
 
@@ -61,7 +65,8 @@ export interface ApplicationView {
 export interface ApplicationInput {
   name: string
   applicationType: ApplicationType
-  redirectUris: string[]
+  /** Absent: none (what machine_to_machine has; every other type needs at least one). */
+  redirectUris?: string[] | undefined
   postLogoutRedirectUris?: string[] | undefined
   resources?: string[] | undefined
   mfaMethods?: MfaMethods | null | undefined
@@ -69,10 +74,26 @@ export interface ApplicationInput {
   signUpEnabled?: boolean | undefined
 }
 
+/**
+ * The view's fields a PUT cannot change. A PUT may carry them, as read (the GET answer put back
+ * unchanged is a valid PUT); a different value is 409 read_only_field naming the field.
+ */
+export const READ_ONLY_FIELDS = [
+  'id',
+  'applicationType',
+  'clientId',
+  'hasClientSecret',
+  'clientSecretRotatedAt',
+  'createdAt',
+  'updatedAt',
+] as const satisfies readonly (keyof ApplicationView)[]
+type ReadOnlyField = (typeof READ_ONLY_FIELDS)[number]
+
 /** PUT: the type never changes; `resources` left out keeps the stored ones, `[]` clears them. */
-export interface ApplicationChange {
+export interface ApplicationChange extends Partial<Pick<ApplicationView, ReadOnlyField>> {
   name: string
-  redirectUris: string[]
+  /** Replaces the stored list; absent: none (machine_to_machine only). */
+  redirectUris?: string[] | undefined
   postLogoutRedirectUris?: string[] | undefined
   resources?: string[] | undefined
   /** Like resources: left out keeps the stored value; null clears it. */
@@ -171,6 +192,32 @@ function checkSettings(input: { mfaMethods?: MfaMethods | null; branding?: Appli
   if (input.branding) checkLoginPanel(input.branding.loginPanel, 'body/branding/loginPanel')
 }
 
+const TIMESTAMP_FIELDS: ReadOnlyField[] = ['clientSecretRotatedAt', 'createdAt', 'updatedAt']
+
+/**
+ * 409 read_only_field when the PUT gives a read-only field another value than the stored one.
+ * Timestamps compare as instants (`…00Z` and `…00.000Z` are the same). Compared with the row read
+ * before the write, as a check of what the caller sent, not a lock.
+ */
+function checkReadOnly(change: ApplicationChange, stored: ApplicationView): void {
+  const same = (field: ReadOnlyField) => {
+    const given = change[field]
+    const current = stored[field]
+    if (given === undefined || given === current) return true
+    if (!TIMESTAMP_FIELDS.includes(field) || typeof given !== 'string' || typeof current !== 'string')
+      return false
+    return new Date(given).getTime() === new Date(current).getTime()
+  }
+  const fields = READ_ONLY_FIELDS.filter((field) => !same(field)).map((field) => ({
+    path: `body/${field}`,
+    message: `is read-only: it is ${JSON.stringify(stored[field])}`,
+  }))
+  if (fields.length === 0) return
+  throw new AppError(409, 'read_only_field', fields.map((f) => `${f.path} ${f.message}`).join('; '), {
+    fields,
+  })
+}
+
 function checkName(name: string): string {
   if (name.trim() !== name || name.length === 0)
     throw invalidField('body/name', 'must be 1 to 200 characters without surrounding spaces')
@@ -220,12 +267,28 @@ export interface ApplicationService {
   exists(tenantId: string, id: string): Promise<boolean>
   /** Origins of every redirect and post-logout redirect URI (the CORS allow-list), per tenant. */
   redirectOrigins(tenantId?: string): Promise<Map<string, Set<string>>>
+  /** Master key rotation: every client secret is sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
+}
+
+/**
+ * A confidential application whose secret cannot be opened (sealed by a master key this process
+ * does not hold): it is refused, never taken for a public client, and the log says why.
+ */
+export class ClientSecretUnavailableError extends Error {
+  constructor(applicationId: string, masterKeyId: string | null) {
+    super(
+      `the client secret of application ${applicationId} does not open with master key ${masterKeyId}: give this process that key (KMS_MASTER_KEY_PREVIOUS or the key file) and run \`kms rotate-master-key\`, or rotate the application's secret`,
+    )
+  }
 }
 
 export function createApplicationService(deps: {
   sql: Sql
   audit: AuditLog
   masterKeys: MasterKeyring
+  /** Where a secret that cannot be opened is reported (the provider answers such a client with an error only). */
+  logger?: Pick<Logger, 'error'>
   /** The registering team member joins the application's end-user list (spec 4.4). */
   creators: CreatorEnrolment
   /** After commit of any change: caches built from applications (CORS) are dropped everywhere. */
@@ -243,20 +306,28 @@ export function createApplicationService(deps: {
     }
   }
   const missing = () => notFound('application_not_found', 'Application')
-  const registered = (row: ApplicationRow): RegisteredClient => {
+  const secretOf = (row: ApplicationRow): string | undefined => {
+    if (!row.client_secret_sealed) return undefined
     const masterKey = row.client_secret_master_key_id
       ? deps.masterKeys.find(row.client_secret_master_key_id)
       : undefined
+    try {
+      if (masterKey) return open(masterKey.key, row.client_secret_sealed, secretAad(row.id)).toString('utf8')
+    } catch (err) {
+      if (!(err instanceof SealedBlobError)) throw err
+    }
+    const error = new ClientSecretUnavailableError(row.id, row.client_secret_master_key_id)
+    deps.logger?.error({ applicationId: row.id, tenantId: row.tenant_id }, error.message)
+    throw error
+  }
+  const registered = (row: ApplicationRow): RegisteredClient => {
     return {
       applicationId: row.id,
       tenantId: row.tenant_id,
       clientId: row.client_id,
       name: row.name,
       applicationType: row.application_type,
-      clientSecret:
-        row.client_secret_sealed && masterKey
-          ? open(masterKey.key, row.client_secret_sealed, secretAad(row.id)).toString('utf8')
-          : undefined,
+      clientSecret: secretOf(row),
       redirectUris: row.redirect_uris,
       postLogoutRedirectUris: row.post_logout_redirect_uris,
       resources: row.resources,
@@ -278,8 +349,9 @@ export function createApplicationService(deps: {
     },
     async create(actor, input) {
       const name = checkName(input.name)
+      const redirectUris = input.redirectUris ?? []
       const postLogout = input.postLogoutRedirectUris ?? []
-      checkRedirects(input.applicationType, input.redirectUris, postLogout)
+      checkRedirects(input.applicationType, redirectUris, postLogout)
       const resources = checkUris(input.resources ?? [], 'body/resources', input.applicationType, 'resource')
       checkSettings(input)
       const id = randomUUID()
@@ -295,7 +367,7 @@ export function createApplicationService(deps: {
           client_id: `app_${randomBytes(15).toString('base64url')}`,
           client_secret_sealed: secret?.sealed ?? null,
           client_secret_master_key_id: secret?.masterKeyId ?? null,
-          redirect_uris: [...input.redirectUris],
+          redirect_uris: [...redirectUris],
           post_logout_redirect_uris: [...postLogout],
           resources,
           mfa_methods: input.mfaMethods ?? null,
@@ -320,9 +392,11 @@ export function createApplicationService(deps: {
     async update(actor, id, change) {
       const current = await getApplication(sql, actor.tenantId, id)
       if (!current) throw missing()
+      checkReadOnly(change, toView(current))
       const name = checkName(change.name)
+      const redirectUris = change.redirectUris ?? []
       const postLogout = change.postLogoutRedirectUris ?? []
-      checkRedirects(current.application_type, change.redirectUris, postLogout)
+      checkRedirects(current.application_type, redirectUris, postLogout)
       const resources =
         change.resources === undefined
           ? undefined
@@ -331,7 +405,7 @@ export function createApplicationService(deps: {
       const updated = await sql.begin(async (tx) => {
         const row = await updateApplication(tx, actor.tenantId, id, {
           name,
-          redirectUris: [...change.redirectUris],
+          redirectUris: [...redirectUris],
           postLogoutRedirectUris: [...postLogout],
           resources,
           mfaMethods: change.mfaMethods,
@@ -422,5 +496,13 @@ export function createApplicationService(deps: {
       }
       return byTenant
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => secretsToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => secretAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedSecret(sql, { id: item.id, from: item.sealed, to: resealed, masterKeyId: primary.id }),
+      }),
   }
 }

@@ -141,3 +141,34 @@ export async function getApplicationById(db: Queryable, id: string): Promise<App
 }
 
 const jsonOrNull = (db: Queryable, value: object | null) => (value === null ? null : db.json(value as never))
+
+/** Master key rotation: client secrets sealed under another key than `primaryId`, by id after `after`. */
+export async function secretsToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; client_secret_sealed: Buffer; client_secret_master_key_id: string }[]>`
+    SELECT id, client_secret_sealed, client_secret_master_key_id FROM applications
+    WHERE client_secret_sealed IS NOT NULL AND client_secret_master_key_id IS DISTINCT FROM ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({
+    id: row.id,
+    sealed: row.client_secret_sealed,
+    masterKeyId: row.client_secret_master_key_id,
+  }))
+}
+
+/**
+ * The secret sealed anew, if the application still holds the blob the rotation read (its secret
+ * not rotated meanwhile). Not a change of the application: its secret and timestamps stay.
+ */
+export async function replaceSealedSecret(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE applications SET client_secret_sealed = ${input.to}, client_secret_master_key_id = ${input.masterKeyId}
+    WHERE id = ${input.id} AND client_secret_sealed = ${input.from}`
+  return rows.count === 1
+}

@@ -11,7 +11,6 @@ import {
   readKeyFile,
   writeKeyFile,
 } from '../keyring/master-key.ts'
-import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
 import { connectDatabase, type Sql } from '../platform/database.ts'
 import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
 import { AppError } from '../platform/errors.ts'
@@ -21,6 +20,7 @@ import { migrate } from '../platform/migrations.ts'
 import { describeStartupFailure } from '../platform/startup-failure.ts'
 import { createServices, type Services } from '../services.ts'
 import { toTenantView } from '../tenants/tenant-service.ts'
+import { rewrapSealed, unreadableMessage } from './master-key-rotation.ts'
 
 /**
  * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON (lists as
@@ -39,7 +39,9 @@ Commands:
   list-api-keys --tenant ID [--include-revoked]
   revoke-api-key --tenant ID --id KEY_ID         Revoke; every running process stops accepting it within 1 s
   generate-master-key                            Print a new random master key (base64)
-  rotate-master-key                              Re-wrap every tenant KEK under a new master key (see docs/operations.md)
+  rotate-master-key                              Re-wrap everything sealed under the master key (tenant KEKs,
+                                                 signing keys, client and webhook secrets, ...) under a new
+                                                 one (see docs/operations.md)
   migrate                                        Apply pending database migrations
   create-member --tenant ID --email EMAIL --role ROLE
                                                  Make a person a team member (creating their account with a
@@ -148,15 +150,23 @@ async function withServices<T>(
 
 const cliActor = (tenantId: string) => ({ tenantId, actor: 'cli', requestId: null, clientIp: null })
 
+/**
+ * Re-wraps everything sealed under the master keyring (master-key-rotation.ts lists the owners),
+ * then, for a key file, drops the old keys. Items no key given here opens are reported and make
+ * the command fail (exit 1) once everything else is done.
+ */
 async function rotateMasterKey(config: Config, logger: Logger): Promise<void> {
   if (config.masterKey) {
     // Environment-configured: the operator already set KMS_MASTER_KEY to the new key and
     // KMS_MASTER_KEY_PREVIOUS to the old one(s); every process can unwrap both during the run.
-    await withServices(config, logger, async ({ sql, masterKeys }) => {
-      const result = await rewrapAllKeks(sql, masterKeys, (p) =>
-        progress(`re-wrapped ${p.done}/${p.total} KEKs`),
-      )
-      print({ masterKeyId: masterKeys.primary.id, rewrapped: result.done })
+    await withServices(config, logger, async (services) => {
+      const summary = await rewrapSealed(services, services.masterKeys, progress)
+      print({
+        masterKeyId: services.masterKeys.primary.id,
+        rewrapped: summary.rewrapped,
+        unreadable: summary.unreadable,
+      })
+      if (summary.unreadable > 0) throw new Error(unreadableMessage(summary))
     })
     return
   }
@@ -164,20 +174,29 @@ async function rotateMasterKey(config: Config, logger: Logger): Promise<void> {
   const old = readKeyFile(path)
   const fresh = generateMasterKey()
   // 1. The new key goes first in the file, the old ones stay: running processes re-read the file
-  //    when they meet the new key id, and can still unwrap KEKs not yet re-wrapped.
+  //    when they meet the new key id (or need the primary), and can still open what is not yet
+  //    re-wrapped.
   writeKeyFile(path, [fresh, ...old])
   progress(`added a new primary master key to ${path}`)
-  await withServices(config, logger, async ({ sql }) => {
+  await withServices(config, logger, async (services) => {
     const keyring = keyringFromRaw([fresh, ...old])
-    const result = await rewrapAllKeks(sql, keyring, (p) => progress(`re-wrapped ${p.done}/${p.total} KEKs`))
-    // 2. Every KEK is under the new key: the old ones can go.
+    const first = await rewrapSealed(services, keyring, progress)
+    // 2. Something sealed by a process that read the primary key before step 1 and stored it
+    //    after the pass above read its rows is still under an old key: a second pass, once no
+    //    process can still be holding the old primary, moves it.
+    await new Promise((resolve) => setTimeout(resolve, STRAGGLER_WAIT_MS))
+    const stragglers = await rewrapSealed(services, keyring, progress)
+    // 3. Nothing an old key opens is left under it: the old keys can go. (What none of them
+    //    opens is no worse off without them.)
     writeKeyFile(path, [fresh])
     progress('removed the retired master key(s) from the key file')
-    // 3. A tenant created by a process that had not yet seen step 1 may have been wrapped under
-    //    an old key after the re-wrap read its batch: this process still holds the old keys.
-    await new Promise((resolve) => setTimeout(resolve, STRAGGLER_WAIT_MS))
-    const stragglers = await rewrapAllKeks(sql, keyring)
-    print({ masterKeyId: keyring.primary.id, rewrapped: result.done + stragglers.done, keyFile: path })
+    print({
+      masterKeyId: keyring.primary.id,
+      rewrapped: first.rewrapped + stragglers.rewrapped,
+      unreadable: stragglers.unreadable,
+      keyFile: path,
+    })
+    if (stragglers.unreadable > 0) throw new Error(unreadableMessage(stragglers))
   })
 }
 

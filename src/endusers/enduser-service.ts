@@ -5,6 +5,7 @@ import { type AccountLinks, type LinkKind, linkEmail } from '../identity/account
 import { type AccountService, checkEmail, normalizeEmail, tenantRealm } from '../identity/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { RequestAdmission } from '../platform/client-rate-limit.ts'
@@ -22,6 +23,8 @@ import {
   overdueSignUpRequests,
   recordSignUpDispatch,
   recordSignUpEndUser,
+  replaceSealedSignUpLink,
+  signUpLinksToRewrap,
 } from './enduser-signup-store.ts'
 import {
   addToApplication,
@@ -182,6 +185,8 @@ export interface EndUserService {
   deliverSignUp(requestId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
   /** Queued sign-up e-mails whose job was lost, to enqueue again. */
   overdueSignUps(graceMs: number): Promise<string[]>
+  /** Master key rotation: sign-up links waiting for their e-mail are sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
   /** The sign-in pages: a user signing in joins the application's list (false: no record, or blocked). */
   recordSignIn(tenantId: string, accountId: string, applicationId: string): Promise<boolean>
   /**
@@ -614,6 +619,19 @@ export function createEndUserService(deps: {
       const rows = await overdueSignUpRequests(sql, new Date(now.getTime() - graceMs), now)
       return rows.map((row) => row.id)
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => signUpLinksToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => signUpLinkAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedSignUpLink(sql, {
+            id: item.id,
+            from: item.sealed,
+            to: resealed,
+            masterKeyId: primary.id,
+          }),
+      }),
     async federatedAccount({ tenantId, email, displayName, idpId, linkByVerifiedEmail }) {
       const address = checkEmail(email)
       const find = () => findEndUserByEmail(sql, tenantId, normalizeEmail(address))

@@ -3,17 +3,43 @@ import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import type { EntropyStatus } from '../entropy/entropy-chain.ts'
+import type { Identity } from '../identity/identity-service.ts'
+import { SigningKeyUnavailableError } from '../identity/signing-keys.ts'
 import { isDatabaseUp, type Sql } from '../platform/database.ts'
 import { nameSchema } from '../platform/http-schemas.ts'
 import { isRedisReady } from '../platform/redis.ts'
 
 const Dependency = Type.Object({ status: Type.Enum(['up', 'down']) })
 
+const Check = Type.Object({
+  status: Type.Enum(['ok', 'failed']),
+  reason: Type.Optional(
+    Type.String({ description: 'Why it failed, in words (no address, key or credential)' }),
+  ),
+})
+
+/** Seconds a client (a load balancer, an orchestrator) is asked to wait before asking again after a 503. */
+export const HEALTH_RETRY_AFTER_SECONDS = 5
+
 const HealthSchema = Type.Object({
-  status: Type.Enum(['ok', 'degraded']),
+  status: Type.Enum(['ok', 'degraded', 'unavailable'], {
+    description:
+      'ok: every check passes; degraded: only Redis is down (requests are served, background work waits); unavailable: a check the API cannot serve without failed (503)',
+  }),
   version: Type.String(),
-  database: Dependency,
-  redis: Dependency,
+  checks: Type.Object(
+    {
+      database: Check,
+      redis: Check,
+      identitySigningKeys: Type.Optional({
+        ...Check,
+        description: 'The key that signs ID and access tokens opens (absent when the process has no sign-in)',
+      }),
+    },
+    { description: 'Each dependency: ok, or failed and why' },
+  ),
+  database: { ...Dependency, description: 'Same as checks.database (up/down), kept for existing monitors' },
+  redis: { ...Dependency, description: 'Same as checks.redis (up/down), kept for existing monitors' },
   entropy: Type.Object({
     source: Type.Enum(['qrng-primary', 'qrng-secondary', 'system-csprng'], {
       description: 'Entropy source in use: the one a nonce is drawn from now',
@@ -31,16 +57,42 @@ const HealthSchema = Type.Object({
 })
 nameSchema(HealthSchema, 'Health')
 
+type CheckResult = { status: 'ok' } | { status: 'failed'; reason: string }
+
+const ok: CheckResult = { status: 'ok' }
+
 /**
- * Public and cheap: what a load balancer and an operator need (up, degraded, which entropy
- * source), nothing about internals. 200 while the API can serve (Redis down only pauses
- * background work); 503 when the database is down.
+ * The signing key is read once and cached (signing-keys.ts), so a passing check costs nothing; a
+ * failing one is tried again at each call, and passes as soon as the key opens.
+ */
+async function signingKeysCheck(identity: Pick<Identity, 'signingKeys'>): Promise<CheckResult> {
+  try {
+    await identity.signingKeys.current()
+    return ok
+  } catch (err) {
+    return {
+      status: 'failed',
+      reason:
+        err instanceof SigningKeyUnavailableError
+          ? `the current signing key is ${err.reason}`
+          : 'the signing keys cannot be read',
+    }
+  }
+}
+
+/**
+ * Public and cheap: what a load balancer and an operator need (each dependency's check, which
+ * entropy source), nothing about internals. 200 while the API can serve: Redis down only pauses
+ * background work and cross-process cache invalidation (`degraded`, docs/operations.md). 503 with
+ * Retry-After (`unavailable`) when the database is down or, for a process with sign-in, the
+ * signing key does not open: sign-in and every Bearer token would fail while the rest looked up.
  */
 export function healthRoutes(deps: {
   sql: Sql
   redis: Redis
   version: string
   entropyStatus: () => EntropyStatus
+  identity?: Pick<Identity, 'signingKeys'> | undefined
 }) {
   const plugin: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
@@ -54,20 +106,41 @@ export function healthRoutes(deps: {
           security: [],
           response: {
             200: HealthSchema,
-            503: { ...HealthSchema, description: 'The database is down' },
+            503: {
+              ...HealthSchema,
+              description:
+                'The database is down, or the signing key does not open (Retry-After says when to ask again)',
+            },
           },
         },
       },
       async (_request, reply) => {
-        const database = (await isDatabaseUp(deps.sql)) ? 'up' : 'down'
-        const redis = isRedisReady(deps.redis) ? 'up' : 'down'
-        const status = database === 'up' && redis === 'up' ? 'ok' : 'degraded'
+        const database: CheckResult = (await isDatabaseUp(deps.sql))
+          ? ok
+          : { status: 'failed', reason: 'the database does not answer' }
+        const redis: CheckResult = isRedisReady(deps.redis)
+          ? ok
+          : { status: 'failed', reason: 'Redis is not connected' }
+        // Without the database the keys cannot be read either: say so rather than wait on it.
+        const identitySigningKeys: CheckResult | undefined = !deps.identity
+          ? undefined
+          : database.status === 'ok'
+            ? await signingKeysCheck(deps.identity)
+            : { status: 'failed', reason: 'the database does not answer' }
+        const required = [database, ...(identitySigningKeys ? [identitySigningKeys] : [])]
+        const status = required.some((check) => check.status === 'failed')
+          ? 'unavailable'
+          : redis.status === 'failed'
+            ? 'degraded'
+            : 'ok'
+        if (status === 'unavailable') reply.header('retry-after', String(HEALTH_RETRY_AFTER_SECONDS))
         const entropy = deps.entropyStatus()
-        return reply.code(database === 'up' ? 200 : 503).send({
+        return reply.code(status === 'unavailable' ? 503 : 200).send({
           status,
           version: deps.version,
-          database: { status: database },
-          redis: { status: redis },
+          checks: { database, redis, ...(identitySigningKeys ? { identitySigningKeys } : {}) },
+          database: { status: database.status === 'ok' ? 'up' : 'down' },
+          redis: { status: redis.status === 'ok' ? 'up' : 'down' },
           // Names and states only: never a URL, a credential or a failure detail.
           entropy: {
             source: entropy.source,

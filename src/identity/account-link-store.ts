@@ -120,3 +120,27 @@ export async function overdueLinks(db: Queryable, before: Date): Promise<{ id: s
       AND consumed_at IS NULL AND link_sealed IS NOT NULL
     ORDER BY created_at LIMIT 100`
 }
+
+/** Master key rotation: links still sealed under another key than `primaryId`, by id after `after`. */
+export async function linksToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; link_sealed: Buffer; link_master_key_id: string }[]>`
+    SELECT id, link_sealed, link_master_key_id FROM account_links
+    WHERE link_sealed IS NOT NULL AND link_master_key_id <> ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({ id: row.id, sealed: row.link_sealed, masterKeyId: row.link_master_key_id }))
+}
+
+/** The link sealed anew, if the row still holds the blob the rotation read (not sent meanwhile). */
+export async function replaceSealedLink(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE account_links SET link_sealed = ${input.to}, link_master_key_id = ${input.masterKeyId}
+    WHERE id = ${input.id} AND link_sealed = ${input.from}`
+  return rows.count === 1
+}

@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { ClientRateLimit, RequestAdmission } from '../platform/client-rate-limit.ts'
@@ -15,9 +16,11 @@ import {
   findLiveLink,
   getLink,
   insertLink,
+  linksToRewrap,
   lockLinksOf,
   overdueLinks,
   recordLinkDispatch,
+  replaceSealedLink,
 } from './account-link-store.ts'
 import { normalizeEmail, TEAM_REALM, tenantOfRealm } from './account-service.ts'
 import { findAccountByEmail, getAccount, setPasswordHash } from './account-store.ts'
@@ -98,6 +101,8 @@ export interface AccountLinks {
   /** The job process: sends the link's e-mail once. */
   deliver(linkId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
   overdue(graceMs: number): Promise<string[]>
+  /** Master key rotation: links waiting for their e-mail are sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 /**
@@ -276,6 +281,14 @@ export function createAccountLinks(deps: {
       const rows = await overdueLinks(sql, new Date(clock.now().getTime() - graceMs))
       return rows.map((row) => row.id)
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => linksToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => linkAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedLink(sql, { id: item.id, from: item.sealed, to: resealed, masterKeyId: primary.id }),
+      }),
   }
   return links
 }

@@ -126,3 +126,27 @@ export async function recordOtpDispatch(
     UPDATE account_otps SET dispatch_status = ${input.status}, dispatch_error = ${input.error}, code_sealed = NULL
     WHERE id = ${input.id} AND dispatch_status = 'queued'`
 }
+
+/** Master key rotation: codes still sealed (not yet sent) under another key than `primaryId`, by id after `after`. */
+export async function otpsToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; code_sealed: Buffer; master_key_id: string }[]>`
+    SELECT id, code_sealed, master_key_id FROM account_otps
+    WHERE code_sealed IS NOT NULL AND master_key_id <> ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({ id: row.id, sealed: row.code_sealed, masterKeyId: row.master_key_id }))
+}
+
+/** The code sealed anew and its HMAC under the new key, if the row still holds the blob the rotation read. */
+export async function replaceSealedOtp(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; codeHmac: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE account_otps SET code_sealed = ${input.to}, code_hmac = ${input.codeHmac}, master_key_id = ${input.masterKeyId}
+    WHERE id = ${input.id} AND code_sealed = ${input.from}`
+  return rows.count === 1
+}

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
@@ -16,6 +17,7 @@ import {
   insertAccount,
   lockSpentCounters,
   releaseAttempt,
+  replaceSealedTotp,
   reserveAttempt,
   setDisabled,
   setPasswordHash,
@@ -23,6 +25,7 @@ import {
   setVerifiedPhone,
   sweepThrottle,
   type ThrottleCounter,
+  totpSecretsToRewrap,
   useTotpStep,
 } from './account-store.ts'
 import { decoyHash, hashPassword, MAX_PASSWORD_LENGTH, verifyPassword } from './password-hash.ts'
@@ -195,6 +198,8 @@ export interface AccountService {
   resetTotp(id: string): Promise<void>
   /** Deletes throttle rows whose window and lock have both ended. */
   sweepThrottle(): Promise<number>
+  /** Master key rotation: every TOTP secret (enrolled or pending) is sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 export function createAccountService(deps: {
@@ -384,5 +389,13 @@ export function createAccountService(deps: {
     },
     sweepThrottle: () =>
       sweepThrottle(sql, new Date(clock.now().getTime() - THROTTLE.windowMs - THROTTLE.lockMs)),
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => totpSecretsToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => totpAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedTotp(sql, { id: item.id, from: item.sealed, to: resealed, masterKeyId: primary.id }),
+      }),
   }
 }

@@ -244,3 +244,34 @@ export async function sweepThrottle(db: Queryable, before: Date): Promise<number
       FOR UPDATE SKIP LOCKED)`
   return rows.count
 }
+
+/** Master key rotation: TOTP secrets sealed under another key than `primaryId`, by account id after `after`. */
+export async function totpSecretsToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; totp_secret_sealed: Buffer; totp_master_key_id: string }[]>`
+    SELECT id, totp_secret_sealed, totp_master_key_id FROM accounts
+    WHERE totp_secret_sealed IS NOT NULL AND totp_master_key_id <> ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({
+    id: row.id,
+    sealed: row.totp_secret_sealed,
+    masterKeyId: row.totp_master_key_id,
+  }))
+}
+
+/**
+ * The TOTP secret sealed anew, if the account still holds the blob the rotation read; its
+ * enrolment and last step stay as they are (the secret itself does not change).
+ */
+export async function replaceSealedTotp(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE accounts SET totp_secret_sealed = ${input.to}, totp_master_key_id = ${input.masterKeyId}
+    WHERE id = ${input.id} AND totp_secret_sealed = ${input.from}`
+  return rows.count === 1
+}

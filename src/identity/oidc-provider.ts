@@ -194,6 +194,7 @@ export interface OidcRuntime {
 export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
   let issuer: string | undefined = deps.config.idUrl
   let current: Promise<Provider> | undefined
+  let builtWith = ''
   deps.signingKeys.onChange(() => {
     current = undefined
   })
@@ -218,6 +219,12 @@ export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
     },
     provider() {
       const at = runtime.issuer()
+      // The cookie keys follow the keyring (a key file rotated under this running process).
+      const keyring = keyringOf(deps.masterKeys)
+      if (keyring !== builtWith) {
+        current = undefined
+        builtWith = keyring
+      }
       current ??= build(deps, at, adapter).then(
         (provider) => pinnedToIssuer(provider, at),
         (err: unknown) => {
@@ -259,12 +266,20 @@ function pinnedToIssuer(provider: Provider, issuer: string): Provider {
   return provider
 }
 
-/** Cookie signing keys derived from the master keyring: equal in every process, rotated with it. */
+/**
+ * Cookie signing keys derived from the master keyring: equal in every process, rotated with it.
+ * One per key, the primary's first: cookies are signed with it and accepted under any of them
+ * (and signed again with the primary when read), so a master key rotation ends no sign-in until
+ * the old key leaves the keyring.
+ */
 function cookieKeys(masterKeys: MasterKeyring): string[] {
   const derive = (key: Buffer) =>
     Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'kms oidc cookie keys v1', 32)).toString('base64url')
-  return [derive(masterKeys.primary.key.export())]
+  return masterKeys.all.map((master) => derive(master.key.export()))
 }
+
+/** Which master keys the provider was built with: a key file that changes means a new provider. */
+const keyringOf = (masterKeys: MasterKeyring) => masterKeys.all.map((master) => master.id).join(',')
 
 async function build(
   deps: OidcDeps,

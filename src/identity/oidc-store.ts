@@ -145,3 +145,30 @@ export async function insertSigningKeyVersion(
     VALUES (${next}, ${row.kid}, ${row.alg}, ${db.json(row.publicJwk as never)}, ${row.privateSealed}, ${row.masterKeyId})`
   return next
 }
+
+/**
+ * Master key rotation: versions still published (current, or retired since `retiredSince`) not
+ * sealed by `primaryId`, by kid after `after`.
+ */
+export async function signingKeysToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number; retiredSince: Date },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ kid: string; private_sealed: Buffer; master_key_id: string }[]>`
+    SELECT kid, private_sealed, master_key_id FROM oidc_signing_keys
+    WHERE master_key_id <> ${input.primaryId} AND (retired_at IS NULL OR retired_at > ${input.retiredSince})
+      AND (${input.after ?? null}::text IS NULL OR kid > ${input.after ?? null}::text)
+    ORDER BY kid LIMIT ${input.limit}`
+  return rows.map((row) => ({ id: row.kid, sealed: row.private_sealed, masterKeyId: row.master_key_id }))
+}
+
+/** The version's private part sealed anew, if it still holds the blob the rotation read. */
+export async function replaceSealedSigningKey(
+  db: Queryable,
+  input: { kid: string; from: Buffer; to: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE oidc_signing_keys SET private_sealed = ${input.to}, master_key_id = ${input.masterKeyId}
+    WHERE kid = ${input.kid} AND private_sealed = ${input.from}`
+  return rows.count === 1
+}

@@ -1,6 +1,7 @@
 import { createHmac, hkdfSync, randomInt, randomUUID, timingSafeEqual } from 'node:crypto'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -12,7 +13,9 @@ import {
   failOtp,
   getOtp,
   insertOtpWithinLimit,
+  otpsToRewrap,
   recordOtpDispatch,
+  replaceSealedOtp,
   reserveOtpTry,
 } from './account-otp-store.ts'
 
@@ -42,6 +45,13 @@ export interface OneTimeCodes {
   verify(input: { accountId: string; channel: OtpChannel; code: string }): Promise<OtpCheck>
   /** The job process: sends the code once. */
   deliver(otpId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
+  /**
+   * Master key rotation: codes not yet sent are sealed again, and their HMAC made again, under
+   * the primary key. A code already sent is kept only as its HMAC, which cannot be made again
+   * without the code: it keeps working while its master key is in the keyring, and lives ten
+   * minutes at most.
+   */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 const CODE = /^[0-9]{6}$/
@@ -57,10 +67,11 @@ export function createOneTimeCodes(deps: {
   const { sql, clock } = deps
   // Stored codes are HMACs under a key of the master keyring: a database copy alone cannot try
   // the million possible codes against them.
+  const hmacKeyOf = (master: { key: { export(): Buffer } }) =>
+    Buffer.from(hkdfSync('sha256', master.key.export(), Buffer.alloc(0), 'kms otp hmac v1', 32))
   const hmacKey = (masterKeyId: string) => {
     const master = deps.masterKeys.find(masterKeyId)
-    if (!master) return undefined
-    return Buffer.from(hkdfSync('sha256', master.key.export(), Buffer.alloc(0), 'kms otp hmac v1', 32))
+    return master ? hmacKeyOf(master) : undefined
   }
   const mac = (key: Buffer, id: string, code: string) =>
     createHmac('sha256', key).update(`${id}:${code}`).digest()
@@ -139,5 +150,19 @@ export function createOneTimeCodes(deps: {
       await recordOtpDispatch(sql, { id: row.id, status: 'sent', error: null })
       return 'sent'
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => otpsToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => aad(item.id),
+        replace: (item, resealed, primary, code) =>
+          replaceSealedOtp(sql, {
+            id: item.id,
+            from: item.sealed,
+            to: resealed,
+            codeHmac: mac(hmacKeyOf(primary), item.id, code.toString('utf8')),
+            masterKeyId: primary.id,
+          }),
+      }),
   }
 }

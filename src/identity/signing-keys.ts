@@ -6,12 +6,19 @@ import {
   type KeyObject,
   randomBytes,
 } from 'node:crypto'
-import { open, seal } from '../keyring/aead.ts'
+import { open, SealedBlobError, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
 import type { Sql } from '../platform/database.ts'
 import type { InvalidationBus } from '../platform/invalidation-bus.ts'
-import { insertSigningKeyVersion, listSigningKeys, type SigningKeyRow } from './oidc-store.ts'
+import {
+  insertSigningKeyVersion,
+  listSigningKeys,
+  replaceSealedSigningKey,
+  type SigningKeyRow,
+  signingKeysToRewrap,
+} from './oidc-store.ts'
 
 export const SIGNING_ALG = 'ES256'
 export const SIGNING_KEYS_TOPIC = 'oidc-signing-keys'
@@ -37,6 +44,24 @@ export interface SigningKeySet {
 }
 
 /**
+ * The current signing key cannot be opened: nothing can be signed, so the provider is down. The
+ * message names the key and the master key; `reason` is what the public health check may say.
+ */
+export class SigningKeyUnavailableError extends Error {
+  readonly reason:
+    | 'sealed by a master key this process does not hold'
+    | 'damaged: it does not open with its master key'
+  constructor(reason: SigningKeyUnavailableError['reason'], kid: string, masterKeyId: string) {
+    super(
+      reason === 'sealed by a master key this process does not hold'
+        ? `signing key ${kid} is sealed by an unknown master key ${masterKeyId}: give this process that key (KMS_MASTER_KEY_PREVIOUS or the key file) and run \`kms rotate-master-key\``
+        : `signing key ${kid} does not open with master key ${masterKeyId}`,
+    )
+    this.reason = reason
+  }
+}
+
+/**
  * The ES256 key that signs ID and access tokens, held like every key of the service: versions in
  * PostgreSQL, the private part sealed under the master keyring, rotated on a schedule (job
  * process) or on demand (CLI), the change told to every process over the invalidation bus.
@@ -48,6 +73,12 @@ export interface SigningKeys {
   rotate(options?: { olderThanDays?: number }): Promise<number | undefined>
   /** Called when the set changed (here or in another process). */
   onChange(listener: () => void): void
+  /**
+   * Master key rotation: every version still published is sealed again under the keyring's
+   * primary key (versions retired beyond the window are never opened again and stay as they are).
+   * The key material does not change, so no process needs telling.
+   */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 export function createSigningKeys(deps: {
@@ -84,19 +115,45 @@ export function createSigningKeys(deps: {
     )
   }
 
+  /** The private JWK of a version, or why it cannot be had. */
+  function unseal(row: SigningKeyRow): JsonWebKey | SigningKeyUnavailableError {
+    const masterKey = masterKeys.find(row.master_key_id)
+    if (!masterKey)
+      return new SigningKeyUnavailableError(
+        'sealed by a master key this process does not hold',
+        row.kid,
+        row.master_key_id,
+      )
+    let plain: Buffer
+    try {
+      plain = open(masterKey.key, row.private_sealed, aad(row.kid))
+    } catch (err) {
+      if (!(err instanceof SealedBlobError)) throw err
+      return new SigningKeyUnavailableError(
+        'damaged: it does not open with its master key',
+        row.kid,
+        row.master_key_id,
+      )
+    }
+    const jwk = JSON.parse(plain.toString('utf8')) as JsonWebKey
+    createPrivateKey({ key: jwk, format: 'jwk' })
+    return jwk
+  }
+
   function toSet(rows: SigningKeyRow[]): SigningKeySet {
     const cutoff = clock.now().getTime() - RETIRED_KEY_PUBLISHED_MS
     const live = rows.filter((row) => row.retired_at === null || row.retired_at.getTime() > cutoff)
-    const privateJwks = live.map((row) => {
-      const masterKey = masterKeys.find(row.master_key_id)
-      if (!masterKey)
-        throw new Error(`signing key ${row.kid} is sealed by an unknown master key ${row.master_key_id}`)
-      const jwk = JSON.parse(
-        open(masterKey.key, row.private_sealed, aad(row.kid)).toString('utf8'),
-      ) as JsonWebKey
-      createPrivateKey({ key: jwk, format: 'jwk' })
-      return jwk
-    })
+    const privateJwks: JsonWebKey[] = []
+    for (const [i, row] of live.entries()) {
+      const jwk = unseal(row)
+      // Only the current version signs: a retired one that cannot be opened (its master key lost)
+      // leaves the provider's JWKS, while its public part still verifies what it signed (below).
+      if (jwk instanceof SigningKeyUnavailableError) {
+        if (i === 0) throw jwk
+        continue
+      }
+      privateJwks.push(jwk)
+    }
     const published = live.map((row) => ({
       kid: row.kid,
       version: row.version,
@@ -135,5 +192,24 @@ export function createSigningKeys(deps: {
     onChange(listener) {
       listeners.add(listener)
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) =>
+          signingKeysToRewrap(sql, {
+            primaryId,
+            after,
+            limit,
+            retiredSince: new Date(clock.now().getTime() - RETIRED_KEY_PUBLISHED_MS),
+          }),
+        aad: (item) => aad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedSigningKey(sql, {
+            kid: item.id,
+            from: item.sealed,
+            to: resealed,
+            masterKeyId: primary.id,
+          }),
+      }),
   }
 }

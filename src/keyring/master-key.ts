@@ -16,6 +16,12 @@ export interface MasterKey {
 
 export interface MasterKeyring {
   readonly primary: MasterKey
+  /**
+   * Every key, the primary first: what is derived rather than sealed (cookie and CSRF keys) is
+   * made with the primary and checked against each, so it survives a rotation until the old key
+   * is dropped.
+   */
+  readonly all: readonly MasterKey[]
   find(id: string): MasterKey | undefined
 }
 
@@ -65,7 +71,7 @@ export function keyringFromRaw(raws: Uint8Array[]): MasterKeyring {
   const all = raws.map((raw) => ({ id: masterKeyId(raw), key: createSecretKey(raw) }))
   if (all.length === 0) throw new ConfigError('no master key')
   const byId = new Map(all.map((k) => [k.id, k]))
-  return { primary: all[0]!, find: (id) => byId.get(id) }
+  return { primary: all[0]!, all, find: (id) => byId.get(id) }
 }
 
 /**
@@ -88,6 +94,10 @@ function fileKeyring(path: string): MasterKeyring {
     get primary() {
       if (stamp() !== loadedStamp) reload()
       return current.primary
+    },
+    get all() {
+      if (stamp() !== loadedStamp) reload()
+      return current.all
     },
     find(id) {
       const known = current.find(id)

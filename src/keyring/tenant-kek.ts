@@ -2,6 +2,7 @@ import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { open, seal } from './aead.ts'
 import type { MasterKeyring } from './master-key.ts'
+import { type RewrapResult, rewrapEach } from './rewrap.ts'
 
 /**
  * One key-encryption key per tenant, sealed by the master key. Everything a tenant stores
@@ -85,38 +86,35 @@ export interface RewrapProgress {
 
 /**
  * Re-wraps every tenant KEK not yet under the primary master key. Each tenant is its own short
- * transaction, guarded by the master key id it read, so the run can be interrupted and resumed
- * and never blocks the API.
+ * statement, guarded by the blob it read, so the run can be interrupted and resumed and never
+ * blocks the API. KEKs under a key the keyring does not hold are counted as unreadable.
  */
 export async function rewrapAllKeks(
   sql: Sql,
   masterKeys: MasterKeyring,
   onProgress: (progress: RewrapProgress) => void = () => {},
-): Promise<RewrapProgress> {
+): Promise<RewrapProgress & RewrapResult> {
   const primaryId = masterKeys.primary.id
   const [{ total } = { total: 0 }] = await sql<{ total: number }[]>`
     SELECT count(*)::int AS total FROM tenants WHERE kek_master_key_id <> ${primaryId}`
-  let done = 0
-  onProgress({ done, total })
-  for (;;) {
-    const batch = await sql<{ id: string; kek_wrapped: Buffer; kek_master_key_id: string }[]>`
-      SELECT id, kek_wrapped, kek_master_key_id FROM tenants
-      WHERE kek_master_key_id <> ${primaryId} ORDER BY id LIMIT 100`
-    if (batch.length === 0) break
-    for (const row of batch) {
-      const raw = unwrapKek(
-        row.id,
-        { wrapped: row.kek_wrapped, masterKeyId: row.kek_master_key_id },
-        masterKeys,
-      )
-      const rewrapped = seal(masterKeys.primary.key, raw, kekAad(row.id))
-      raw.fill(0)
-      await sql`
-        UPDATE tenants SET kek_wrapped = ${rewrapped}, kek_master_key_id = ${primaryId}, kek_wrapped_at = now()
-        WHERE id = ${row.id} AND kek_master_key_id = ${row.kek_master_key_id}`
-      done++
-      if (done % 100 === 0 || done === total) onProgress({ done, total })
-    }
-  }
-  return { done, total }
+  onProgress({ done: 0, total })
+  const result = await rewrapEach({
+    keyring: masterKeys,
+    batch: async (primary, after, limit) =>
+      (
+        await sql<{ id: string; kek_wrapped: Buffer; kek_master_key_id: string }[]>`
+          SELECT id, kek_wrapped, kek_master_key_id FROM tenants
+          WHERE kek_master_key_id <> ${primary} AND (${after ?? null}::uuid IS NULL OR id > ${after ?? null}::uuid)
+          ORDER BY id LIMIT ${limit}`
+      ).map((row) => ({ id: row.id, sealed: row.kek_wrapped, masterKeyId: row.kek_master_key_id })),
+    aad: (item) => kekAad(item.id),
+    replace: async (item, resealed, primary) =>
+      (
+        await sql`
+          UPDATE tenants SET kek_wrapped = ${resealed}, kek_master_key_id = ${primary.id}, kek_wrapped_at = now()
+          WHERE id = ${item.id} AND kek_wrapped = ${item.sealed}`
+      ).count === 1,
+    progress: (done) => onProgress({ done, total }),
+  })
+  return { done: result.rewrapped, total, ...result }
 }

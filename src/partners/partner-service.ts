@@ -3,18 +3,22 @@ import { checkEmail } from '../identity/account-service.ts'
 import { esc } from '../identity/pages/layout.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
+import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
+import { checkWebhookUrl } from '../rotation/rotation-service.ts'
 import type { PartnerWebhookEvent } from '../webhooks/webhook-service.ts'
 import { partnerKeys } from './partner-key-format.ts'
 import {
   commissionsOf,
   convertedReferrals,
   convertReferral,
+  countEndpoints,
   countLivePartnerKeys,
   decidePartner,
   deleteEndpoint,
@@ -39,10 +43,13 @@ import {
   partnerOfAccount,
   recordDecisionEmail,
   recordPayout,
+  replaceSealedSecret,
   revokePartnerKey,
   sealedSecretOf,
+  secretsToRewrap,
   storeSecretIfNone,
 } from './partner-store.ts'
+import { isSelfReferral } from './self-referral.ts'
 
 /**
  * Who calls the partner API: a partner through one of its API keys, or a person of the partner
@@ -105,6 +112,11 @@ const toPartnerView = (row: PartnerRow): PartnerView => ({
 
 /** A partner may hold this many live API keys (revoke one to make room). */
 export const MAX_PARTNER_KEYS = 20
+/**
+ * A partner may register this many webhook endpoints (remove one to make room): each event is
+ * one delivery per endpoint, so the count bounds what one event costs the outbox.
+ */
+export const MAX_PARTNER_ENDPOINTS = 10
 
 export interface ReferralView {
   id: string
@@ -175,10 +187,15 @@ export interface PartnerService {
   commissions(caller: PartnerCaller, period: string): Promise<{ data: CommissionView[]; totalAmount: number }>
   /**
    * Sign-up with `?ref=CODE`: the new tenant is the code's partner's referral (and
-   * `referral.created` is queued), in the caller's transaction when given; false for an unknown code.
+   * `referral.created` is queued), in the caller's transaction when given; false for an unknown
+   * code, and for the partner's own sign-up (`signerEmail` is the partner's address or at its
+   * domain, self-referral.ts), which the partner is not told of.
    */
-  attribute(tenantId: string, code: string, tx?: Queryable): Promise<boolean>
-  /** The partner's webhook endpoints (events go to each). */
+  attribute(input: { tenantId: string; code: string; signerEmail: string }, tx?: Queryable): Promise<boolean>
+  /**
+   * The partner's webhook endpoints (events go to each). The URL is checked as a tenant's
+   * webhook URL is (400 naming `body/url`); 409 `partner_endpoint_limit` past MAX_PARTNER_ENDPOINTS.
+   */
   addEndpoint(caller: PartnerCaller, url: string): Promise<EndpointView>
   listEndpoints(caller: PartnerCaller): Promise<{ data: EndpointView[] }>
   removeEndpoint(caller: PartnerCaller, id: string): Promise<void>
@@ -186,6 +203,8 @@ export interface PartnerService {
   webhookSecret(caller: PartnerCaller): Promise<string>
   /** The webhook outbox signs a partner's deliveries with it. */
   secretOf(partnerId: string): Promise<Buffer>
+  /** Master key rotation: every partner's webhook secret is sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
   /** The tenant's first invoice is paid: its referral (if any, and active) is converted. */
   convert(tenantId: string): Promise<boolean>
   /**
@@ -246,6 +265,8 @@ export function createPartnerService(deps: {
     paidIn(period: string): Promise<Array<{ tenantId: string; amountMinor: bigint; currency: string }>>
   }
   masterKeys: MasterKeyring
+  /** Checks an endpoint's destination when it is saved (the delivery checks again). */
+  outbound: Pick<OutboundClient, 'check'>
   /** The webhook outbox (src/webhooks): a delivery per endpoint, in the event's transaction. */
   outbox: {
     enqueueForPartner(tx: Queryable, url: string, event: PartnerWebhookEvent, now: Date): Promise<unknown>
@@ -265,7 +286,8 @@ export function createPartnerService(deps: {
     data: Record<string, unknown>,
   ) {
     const now = clock.now()
-    for (const endpoint of await endpointsOf(tx, partnerId))
+    // The limit holds for endpoints registered before it existed too: the oldest ones are served.
+    for (const endpoint of await endpointsOf(tx, partnerId, MAX_PARTNER_ENDPOINTS))
       await deps.outbox.enqueueForPartner(tx, endpoint.url, { type, partnerId, data }, now)
   }
 
@@ -609,12 +631,24 @@ export function createPartnerService(deps: {
       if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
         throw invalidField('body/url', 'must be an absolute http or https URL')
       if (parsed.username || parsed.password) throw invalidField('body/url', 'must not carry credentials')
+      // The tenant webhooks' check (rotation policies): the guarded client would refuse a local,
+      // private or link-local destination at every delivery, so the partner is told now.
+      const checked = await checkWebhookUrl(parsed.toString(), 'body/url', deps.outbound)
       try {
         const row = await sql.begin(async (tx) => {
+          // One partner's endpoint creations queue here, so the limit holds under concurrency.
+          await lockPartner(tx, caller.partnerId)
+          if ((await countEndpoints(tx, caller.partnerId)) >= MAX_PARTNER_ENDPOINTS)
+            throw new AppError(
+              409,
+              'partner_endpoint_limit',
+              `A partner has at most ${MAX_PARTNER_ENDPOINTS} webhook endpoints: remove one first`,
+              { limit: MAX_PARTNER_ENDPOINTS },
+            )
           const created = await insertEndpoint(tx, {
             id: randomUUID(),
             partner_id: caller.partnerId,
-            url: parsed.toString(),
+            url: checked,
             created_at: clock.now(),
           })
           await record(
@@ -667,6 +701,14 @@ export function createPartnerService(deps: {
       }
     },
     secretOf: (partnerId) => secretBytes(partnerId),
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => secretsToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => secretAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedSecret(sql, { id: item.id, from: item.sealed, to: resealed, keyId: primary.id }),
+      }),
     convert: convertTenant,
     async calculateCommissions(period) {
       const now = clock.now()
@@ -743,9 +785,12 @@ export function createPartnerService(deps: {
         throw err
       }
     },
-    async attribute(tenantId, code, inTransaction) {
+    async attribute({ tenantId, code, signerEmail }, inTransaction) {
       const found = await findCode(inTransaction ?? sql, code.trim().toUpperCase())
       if (found?.partner_status !== 'active') return false
+      // The partner's own tenant earns no commission. The sign-up goes on unreferred and nothing
+      // tells the partner (no referral, no event): the code did not fail, it just pays nothing.
+      if (isSelfReferral(found.partner_email, signerEmail)) return false
       const run = async (tx: Queryable) => {
         const referral = await insertReferral(tx, {
           id: randomUUID(),

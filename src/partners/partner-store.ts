@@ -207,18 +207,21 @@ export async function insertCode(db: Queryable, row: ReferralCodeRow): Promise<R
   return created!
 }
 
-/** A code and the status of its partner (only an active partner's codes attribute sign-ups). */
-export async function findCode(
-  db: Queryable,
-  code: string,
-): Promise<(ReferralCodeRow & { partner_status: PartnerRow['status'] }) | undefined> {
-  const [row] = await db<(ReferralCodeRow & { partner_status: PartnerRow['status'] })[]>`
-    SELECT c.*, p.status AS partner_status FROM referral_codes c JOIN partners p ON p.id = c.partner_id
+/** A code with its partner's status and address (only an active partner's codes attribute sign-ups). */
+export type CodeWithPartner = ReferralCodeRow & {
+  partner_status: PartnerRow['status']
+  partner_email: string
+}
+
+export async function findCode(db: Queryable, code: string): Promise<CodeWithPartner | undefined> {
+  const [row] = await db<CodeWithPartner[]>`
+    SELECT c.*, p.status AS partner_status, p.email AS partner_email
+    FROM referral_codes c JOIN partners p ON p.id = c.partner_id
     WHERE c.code = ${code}`
   return row
 }
 
-/** Serialises one partner's key creations (the live-key limit). */
+/** Serialises one partner's key and endpoint creations (the live-key and endpoint limits). */
 export async function lockPartner(db: Queryable, partnerId: string): Promise<void> {
   await db`SELECT id FROM partners WHERE id = ${partnerId} FOR UPDATE`
 }
@@ -323,9 +326,20 @@ export async function insertEndpoint(db: Queryable, row: EndpointRow): Promise<E
   return created!
 }
 
-export async function endpointsOf(db: Queryable, partnerId: string): Promise<EndpointRow[]> {
-  return db<EndpointRow[]>`
-    SELECT * FROM partner_webhook_endpoints WHERE partner_id = ${partnerId} ORDER BY created_at, id`
+/** The partner's endpoints, oldest first; at most `limit` of them when given. */
+export async function endpointsOf(db: Queryable, partnerId: string, limit?: number): Promise<EndpointRow[]> {
+  return limit === undefined
+    ? db<EndpointRow[]>`
+        SELECT * FROM partner_webhook_endpoints WHERE partner_id = ${partnerId} ORDER BY created_at, id`
+    : db<EndpointRow[]>`
+        SELECT * FROM partner_webhook_endpoints WHERE partner_id = ${partnerId} ORDER BY created_at, id
+        LIMIT ${limit}`
+}
+
+export async function countEndpoints(db: Queryable, partnerId: string): Promise<number> {
+  const [row] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM partner_webhook_endpoints WHERE partner_id = ${partnerId}`
+  return row?.n ?? 0
 }
 
 export async function deleteEndpoint(db: Queryable, partnerId: string, id: string): Promise<boolean> {
@@ -354,4 +368,32 @@ export async function storeSecretIfNone(
   await db`
     UPDATE partners SET webhook_secret_sealed = ${secret.sealed}, webhook_secret_key_id = ${secret.keyId}
     WHERE id = ${partnerId} AND webhook_secret_sealed IS NULL`
+}
+
+/** Master key rotation: webhook secrets sealed under another key than `primaryId`, by partner id after `after`. */
+export async function secretsToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; webhook_secret_sealed: Buffer; webhook_secret_key_id: string }[]>`
+    SELECT id, webhook_secret_sealed, webhook_secret_key_id FROM partners
+    WHERE webhook_secret_sealed IS NOT NULL AND webhook_secret_key_id IS DISTINCT FROM ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({
+    id: row.id,
+    sealed: row.webhook_secret_sealed,
+    masterKeyId: row.webhook_secret_key_id,
+  }))
+}
+
+/** The secret sealed anew, if the partner still holds the blob the rotation read. */
+export async function replaceSealedSecret(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; keyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE partners SET webhook_secret_sealed = ${input.to}, webhook_secret_key_id = ${input.keyId}
+    WHERE id = ${input.id} AND webhook_secret_sealed = ${input.from}`
+  return rows.count === 1
 }

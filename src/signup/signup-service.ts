@@ -11,6 +11,7 @@ import {
 } from '../identity/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -27,7 +28,9 @@ import {
   overdueSignups,
   recordOutcome,
   recordSignupDispatch,
+  replaceSealedSignupLink,
   type SignupRow,
+  signupLinksToRewrap,
 } from './signup-store.ts'
 
 export type SignupKind = SignupRow['kind']
@@ -100,7 +103,8 @@ export interface SignupDirectories {
   }
   partners: {
     findCode(code: string): Promise<string | undefined>
-    attribute(tenantId: string, code: string, tx: Tx): Promise<boolean>
+    /** False also for the partner's own sign-up (its address or domain): no referral, nothing said. */
+    attribute(input: { tenantId: string; code: string; signerEmail: string }, tx: Tx): Promise<boolean>
     createPending(
       input: { name: string; email: string; accountId: string; clientIp: string | null },
       tx: Tx,
@@ -138,6 +142,8 @@ export interface SignupService {
   deliver(signupId: string, final: boolean): Promise<'sent' | 'failed' | 'skipped'>
   /** Queued e-mails whose job was lost, to enqueue again. */
   overdue(graceMs: number): Promise<string[]>
+  /** Master key rotation: links waiting for their e-mail are sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 /** Names are labels for people, as tenants' are: printable, no surrounding spaces. */
@@ -276,7 +282,10 @@ export function createSignupService(deps: {
         const auditActor = { tenantId: tenant.id, actor, ...context }
         await directories.team.addMember(auditActor, { accountId: account.id, role: 'tenant:owner' }, tx)
         const referred = row.referral_code
-          ? await directories.partners.attribute(tenant.id, row.referral_code, tx)
+          ? await directories.partners.attribute(
+              { tenantId: tenant.id, code: row.referral_code, signerEmail: row.email },
+              tx,
+            )
           : false
         await deps.audit.recordInTransaction(tx, {
           ...auditActor,
@@ -326,5 +335,19 @@ export function createSignupService(deps: {
       const rows = await overdueSignups(sql, new Date(now.getTime() - graceMs), now)
       return rows.map((row) => row.id)
     },
+
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => signupLinksToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => linkAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedSignupLink(sql, {
+            id: item.id,
+            from: item.sealed,
+            to: resealed,
+            masterKeyId: primary.id,
+          }),
+      }),
   }
 }

@@ -7,6 +7,7 @@ import type { AccountService } from '../identity/account-service.ts'
 import { checkEmail, normalizeEmail } from '../identity/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
+import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
@@ -26,6 +27,7 @@ import {
   type InvitationRow,
   insertInvitation,
   insertMembership,
+  invitationsToRewrap,
   listInvitations,
   listMemberships,
   lockMemberships,
@@ -34,6 +36,7 @@ import {
   overdueInvitations,
   recordDispatch,
   renewInvitation,
+  replaceSealedInvitation,
   revokeInvitation,
   updateRole,
 } from './team-store.ts'
@@ -138,6 +141,8 @@ export interface TeamService extends MembershipRoles {
   ): Promise<DeliveryOutcome>
   /** Queued sends whose job was lost, to enqueue again. */
   overdueInvitations(graceMs: number): Promise<Array<{ invitationId: string; sendCount: number }>>
+  /** Master key rotation: invitation links waiting for their e-mail are sealed again under the primary key. */
+  rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
 export const lastOwner = () =>
@@ -545,5 +550,18 @@ export function createTeamService(deps: {
       const rows = await overdueInvitations(sql, new Date(clock.now().getTime() - graceMs))
       return rows.map((row) => ({ invitationId: row.id, sendCount: row.send_count }))
     },
+    rewrapSealed: (keyring) =>
+      rewrapEach({
+        keyring,
+        batch: (primaryId, after, limit) => invitationsToRewrap(sql, { primaryId, after, limit }),
+        aad: (item) => linkAad(item.id),
+        replace: (item, resealed, primary) =>
+          replaceSealedInvitation(sql, {
+            id: item.id,
+            from: item.sealed,
+            to: resealed,
+            masterKeyId: primary.id,
+          }),
+      }),
   }
 }

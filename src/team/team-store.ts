@@ -219,3 +219,27 @@ export async function overdueInvitations(
     WHERE email_dispatch_status = 'queued' AND queued_at < ${before} AND revoked_at IS NULL AND consumed_at IS NULL
     LIMIT 1000`
 }
+
+/** Master key rotation: invitation links still sealed under another key than `primaryId`, by id after `after`. */
+export async function invitationsToRewrap(
+  db: Queryable,
+  input: { primaryId: string; after: string | undefined; limit: number },
+): Promise<{ id: string; sealed: Buffer; masterKeyId: string }[]> {
+  const rows = await db<{ id: string; token_sealed: Buffer; token_master_key_id: string }[]>`
+    SELECT id, token_sealed, token_master_key_id FROM team_invitations
+    WHERE token_sealed IS NOT NULL AND token_master_key_id <> ${input.primaryId}
+      AND (${input.after ?? null}::uuid IS NULL OR id > ${input.after ?? null}::uuid)
+    ORDER BY id LIMIT ${input.limit}`
+  return rows.map((row) => ({ id: row.id, sealed: row.token_sealed, masterKeyId: row.token_master_key_id }))
+}
+
+/** The link sealed anew, if the row still holds the blob the rotation read (not sent or renewed meanwhile). */
+export async function replaceSealedInvitation(
+  db: Queryable,
+  input: { id: string; from: Buffer; to: Buffer; masterKeyId: string },
+): Promise<boolean> {
+  const rows = await db`
+    UPDATE team_invitations SET token_sealed = ${input.to}, token_master_key_id = ${input.masterKeyId}
+    WHERE id = ${input.id} AND token_sealed = ${input.from}`
+  return rows.count === 1
+}

@@ -1,5 +1,5 @@
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
-import type { MasterKeyring } from '../../keyring/master-key.ts'
+import type { MasterKey, MasterKeyring } from '../../keyring/master-key.ts'
 import { esc } from './layout.ts'
 
 export const CSRF_COOKIE = 'kms_csrf'
@@ -9,7 +9,9 @@ export const CSRF_FIELD = 'csrf'
  * Double-submit CSRF protection for the pages' forms: a random value in an HttpOnly, SameSite=Strict
  * cookie, and in each form a MAC of that value and the form's purpose (so a token for one form is
  * not one for another). A cross-site page can neither read the cookie nor compute the MAC. The MAC
- * key is derived from the master keyring, so every process accepts every other's forms.
+ * key is derived from the master keyring, so every process accepts every other's forms: made with
+ * the primary key, checked with each key of the keyring, so a form shown before a master key
+ * rotation (or by a process that has not yet seen it) still goes through until the old key is dropped.
  */
 export interface Csrf {
   /** The cookie value to keep (the request's, or a new one) and the token for the form. */
@@ -23,23 +25,32 @@ export interface Csrf {
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 
 export function createCsrf(masterKeys: MasterKeyring): Csrf {
-  const key = Buffer.from(
-    hkdfSync('sha256', masterKeys.primary.key.export(), Buffer.alloc(0), 'kms page csrf v1', 32),
-  )
-  const mac = (value: string, purpose: string) =>
+  const derived = new Map<string, Buffer>()
+  const keyOf = (master: MasterKey) => {
+    let key = derived.get(master.id)
+    if (!key) {
+      key = Buffer.from(hkdfSync('sha256', master.key.export(), Buffer.alloc(0), 'kms page csrf v1', 32))
+      derived.set(master.id, key)
+    }
+    return key
+  }
+  const mac = (key: Buffer, value: string, purpose: string) =>
     createHmac('sha256', key).update(`${purpose}\u0000${value}`).digest()
   return {
     issue(cookieValue, purpose) {
       const fresh = !cookieValue || !COOKIE_VALUE.test(cookieValue)
       const value = fresh ? randomBytes(32).toString('base64url') : cookieValue
-      return { cookieValue: value, token: mac(value, purpose).toString('base64url'), fresh }
+      const token = mac(keyOf(masterKeys.primary), value, purpose).toString('base64url')
+      return { cookieValue: value, token, fresh }
     },
     check(cookieValue, purpose, token) {
       if (!cookieValue || !COOKIE_VALUE.test(cookieValue) || typeof token !== 'string' || token.length !== 43)
         return false
       const given = Buffer.from(token, 'base64url')
-      const expected = mac(cookieValue, purpose)
-      return given.length === expected.length && timingSafeEqual(given, expected)
+      return masterKeys.all.some((master) => {
+        const expected = mac(keyOf(master), cookieValue, purpose)
+        return given.length === expected.length && timingSafeEqual(given, expected)
+      })
     },
   }
 }
