@@ -101,6 +101,16 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     )
   }
 
+  if (!process.env['REDIS_URL']) {
+    // The default is a Redis on this machine, perhaps another service's: the keys this one writes
+    // there (and the prefix that keeps them apart) should not be a surprise.
+    logger.warn(
+      { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix },
+      `No REDIS_URL: using the Redis at ${config.redisUrl} under the key prefix ${config.redisPrefix} ` +
+        '(KMS_REDIS_PREFIX). Set REDIS_URL for production; deployments sharing a Redis need distinct prefixes.',
+    )
+  }
+
   const { keyring } = loadMasterKeyring(config, logger)
   const sql = connectDatabase({
     url: databaseUrl,
