@@ -66,13 +66,17 @@ describe('member credentials', () => {
   const tenantStatus = async (baseUrl: string, accessToken: string) =>
     httpRequest(baseUrl, 'GET', '/api/v1/tenant', { headers: { authorization: `Bearer ${accessToken}` } })
 
-  /** Polls process B for up to 1 s after `since`; the status it ends with. */
-  async function statusOnBWithin1s(accessToken: string, since: number): Promise<number> {
+  /**
+   * Polls process B until it refuses the token, for at most 200 tries. B caches grants and roles
+   * for ten minutes, far longer than the polling can last: only the invalidation over the bus can
+   * explain a refusal, whatever the machine's load (no time is asserted).
+   */
+  async function statusOnBAfterInvalidation(accessToken: string): Promise<number> {
     let status = 200
-    while (Date.now() - since < 1000) {
+    for (let tries = 0; tries < 200; tries++) {
       status = (await tenantStatus(b.baseUrl, accessToken)).status
       if (status === 401) break
-      await sleep(20)
+      await sleep(50)
     }
     return status
   }
@@ -130,21 +134,20 @@ describe('member credentials', () => {
 
   // With and without --reset-totp: either way the operator's reset is the remedy for a compromised account.
   for (const flags of [[], ['--reset-totp']]) {
-    test(`reset-member-password${flags.map((flag) => ` ${flag}`).join('')} ends every session: the old access token is refused on another process within 1 s, the old refresh token fails`, async () => {
+    test(`reset-member-password${flags.map((flag) => ` ${flag}`).join('')} ends every session: the old access token is refused on another process (its ten-minute cache dropped over the bus), the old refresh token fails`, async () => {
       const tenant = await a.createTenant()
       const member = await memberSession(a, client, tenant.tenantId, 'tenant:developer')
       await warmB(member)
 
       const reset = await runCli(['reset-member-password', '--email', member.email, ...flags], a.env)
-      const resetAt = Date.now()
       assert.equal(reset.code, 0, reset.stderr)
       const out = JSON.parse(reset.stdout)
       assert.equal(out.totpReset, flags.length > 0)
 
       assert.equal(
-        await statusOnBWithin1s(member.accessToken, resetAt),
+        await statusOnBAfterInvalidation(member.accessToken),
         401,
-        `process B still accepted the old access token 1 s after reset-member-password ${flags.join(' ')}`,
+        `process B never refused the old access token after reset-member-password ${flags.join(' ')}`,
       )
       assert.equal((await tenantStatus(a.baseUrl, member.accessToken)).status, 401)
       await assertRefreshRefused(member.refreshToken, tenant.tenantId, 'the old refresh token')
@@ -186,13 +189,12 @@ describe('member credentials', () => {
       headers: owner.headers,
     })
     assert.equal(removed.status, 204, removed.text)
-    assert.equal(await statusOnBWithin1s(member.accessToken, Date.now()), 401)
+    assert.equal(await statusOnBAfterInvalidation(member.accessToken), 401)
 
     // Invited again, with another role, and accepted with their password.
     const { link } = await invite(owner, member.email, 'tenant:admin')
     const accepted = await accept(link, member.password)
     assert.equal(accepted.status, 200, accepted.html.slice(0, 500))
-    const acceptedAt = Date.now()
     const members = await a.request('GET', '/api/v1/team/members', { headers: owner.headers })
     assert.equal(
       members.body.data.find((m: { accountId: string }) => m.accountId === member.accountId)?.role,
@@ -201,7 +203,7 @@ describe('member credentials', () => {
 
     // Tokens from before the removal do not come back with the new membership, on either process.
     assert.equal(
-      await statusOnBWithin1s(member.accessToken, acceptedAt),
+      await statusOnBAfterInvalidation(member.accessToken),
       401,
       'process B accepted a token issued before the removal',
     )
@@ -332,13 +334,12 @@ describe('member credentials', () => {
     const newPassword = 'a brand new member password'
     const saved = await choosePassword(link, newPassword)
     assert.equal(saved.status, 200, saved.html.slice(0, 500))
-    const savedAt = Date.now()
 
     // Every session of the account ended, in every process.
     assert.equal(
-      await statusOnBWithin1s(member.accessToken, savedAt),
+      await statusOnBAfterInvalidation(member.accessToken),
       401,
-      'process B still accepted the old access token 1 s after the reset',
+      'process B never refused the old access token after the reset',
     )
     await assertRefreshRefused(
       member.refreshToken,
