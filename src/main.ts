@@ -6,7 +6,7 @@ import { type Config, loadConfig } from './config.ts'
 import { startJobProcess } from './jobs/job-process.ts'
 import { loadMasterKeyring } from './keyring/master-key.ts'
 import { createClusterScrape, joinClusterMetrics, serveClusterMetrics } from './metrics/cluster.ts'
-import { connectDatabase } from './platform/database.ts'
+import { connectDatabase, installDatabaseFaultGuard } from './platform/database.ts'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './platform/embedded-postgres.ts'
 import { createLogger } from './platform/logger.ts'
 import {
@@ -231,6 +231,8 @@ async function main(): Promise<void> {
     databaseUrl: config.databaseUrl ?? process.env[DATABASE_URL_FOR_WORKERS],
   }
   const logger = createLogger(config.logLevel, 'kms')
+  // A database outage must not end a process (postgres.js faults, platform/database.ts).
+  installDatabaseFaultGuard(logger)
   if (cluster.isPrimary) return runPrimary(config, logger)
   const databaseUrl = process.env[DATABASE_URL_FOR_WORKERS]
   if (!databaseUrl) throw new Error(`${DATABASE_URL_FOR_WORKERS} missing in a forked process`)

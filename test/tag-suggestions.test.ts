@@ -169,6 +169,9 @@ describe('tag suggestions', () => {
     for (let i = 0; i < 40; i++) await a.key(`${PURPOSES[i % PURPOSES.length]}-long-${i}`)
     const long = await a.call('POST', '/tag-suggestion-jobs')
     assert.equal(long.body.batchesTotal, 4)
+    // The clock stands still; the short job is started a second later, as it would be for real
+    // (with equal creation times, which job is older would be decided by its random id).
+    clock.advance(1000)
     const b = await tenant()
     await b.key('jwt-signing-short')
     const short = await b.call('POST', '/tag-suggestion-jobs')

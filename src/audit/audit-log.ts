@@ -1,11 +1,14 @@
 import type { Logger } from 'pino'
 import type { Queryable, Sql } from '../platform/database.ts'
-import { AppError } from '../platform/errors.ts'
+import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../platform/errors.ts'
 import { type AuditCompanion, type AuditEntry, insertAuditEntries } from './audit-store.ts'
 
 export class AuditUnavailableError extends AppError {
   constructor() {
-    super(503, 'audit_unavailable', 'The audit log cannot be written; the operation was not performed')
+    // A failed audit write is the database's passing trouble: the client is told when to retry.
+    super(503, 'audit_unavailable', 'The audit log cannot be written; the operation was not performed', {
+      retryAfterSeconds: UNAVAILABLE_RETRY_AFTER_SECONDS,
+    })
   }
 }
 

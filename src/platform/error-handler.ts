@@ -1,6 +1,11 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { drainInBackground } from './drain-request.ts'
-import { AppError } from './errors.ts'
+import {
+  AppError,
+  databaseUnavailable,
+  isDatabaseUnavailable,
+  UNAVAILABLE_RETRY_AFTER_SECONDS,
+} from './errors.ts'
 import { PATTERN_MESSAGE } from './validation.ts'
 
 /** Fastify's own client errors, as this API's codes. Messages are fixed: they never echo input. */
@@ -156,9 +161,19 @@ function describeUnion(union: ValidationIssue, issues: ValidationIssue[]): strin
 }
 
 export function installErrorHandlers(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+  app.setErrorHandler((thrown: FastifyError | AppError, request, reply) => {
+    // The database unreachable, shutting down, out of connections or timing out: the request may
+    // succeed in a moment. Never a 500 (the service is not at fault), always with Retry-After.
+    let error = thrown
+    if (!(error instanceof AppError) && isDatabaseUnavailable(error)) {
+      request.log.warn(
+        { err: { message: error.message, code: error.code } },
+        'the database is unavailable: 503 database_unavailable',
+      )
+      error = databaseUnavailable()
+    }
     if (error instanceof AppError) {
-      if (error.statusCode >= 500) request.log.warn({ code: error.code }, error.message)
+      if (error.statusCode >= 500 && error === thrown) request.log.warn({ code: error.code }, error.message)
       if (error.statusCode === 401)
         reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"')
       const retryAfter = error.details?.['retryAfterSeconds']
@@ -205,6 +220,14 @@ export function installErrorHandlers(app: FastifyInstance): void {
     }
     request.log.error({ err: error }, 'unhandled error')
     return reply.code(500).send({ error: 'internal_error', message: 'Internal error' })
+  })
+
+  // Every 503 says when to ask again, whatever answered it (an AppError without a delay of its
+  // own, a route's own 503). A callback hook: an async one costs a promise per request.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (reply.statusCode === 503 && !reply.hasHeader('retry-after'))
+      reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
+    done(null, payload)
   })
 
   app.setNotFoundHandler((request, reply) => {

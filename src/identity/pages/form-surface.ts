@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isDatabaseUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../platform/errors.ts'
 import { type PageSettings, pageContext, pageHeaders, renderErrorPage } from './layout.ts'
 
 export function pageError(statusCode: number, message: string): Error & { statusCode: number } {
@@ -52,6 +53,13 @@ export function installFormHandling(
       .headers(pageHeaders(options.pageSettings))
       .send(renderErrorPage(pageContext(undefined, request.headers['accept-language']), message))
   app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+    // The database unavailable for now (or another passing 503): a page saying to try again, and
+    // Retry-After, not a 500 (platform/errors.ts isDatabaseUnavailable).
+    if (isDatabaseUnavailable(error) || error.statusCode === 503) {
+      request.log.warn({ err: { message: error.message } }, 'page unavailable for now: 503')
+      reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
+      return send(request, reply, 503, 'The service is unavailable for a moment. Try again shortly.')
+    }
     const status =
       error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
     if (status === 500) request.log.error({ err: { message: error.message } }, options.failure)
