@@ -10,8 +10,8 @@ ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KMS_DATA_DIR=/var/lib/kms
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 # src holds everything the service reads at run time: the code, the crypto pool's worker
-# (src/crypto-pool/worker.ts) and the migrations (src/platform/migrations); package.json gives the version.
-# test/dockerfile.test.ts checks that every source exists and that these files are copied.
+# (src/crypto-pool/worker.ts) and the migrations (src/data/migrations); package.json gives the version.
+# test/server/dockerfile.test.ts checks that every source exists and that these files are copied.
 COPY package.json ./
 COPY src ./src
 RUN mkdir -p /var/lib/kms && chown node:node /var/lib/kms

@@ -1,13 +1,10 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Logger } from 'pino'
-import { type ApiProcess, startApiProcess } from './api-process.ts'
-import { prepareDatabase } from './bootstrap.ts'
 import { type Config, loadConfig } from './config.ts'
-import { startJobProcess } from './jobs/job-process.ts'
+import { connectDatabase, installDatabaseFaultGuard } from './data/database.ts'
+import { type EmbeddedPostgres, startEmbeddedPostgres } from './data/embedded-postgres.ts'
 import { loadMasterKeyring } from './keyring/master-key.ts'
 import { createClusterScrape, joinClusterMetrics, serveClusterMetrics } from './metrics/cluster.ts'
-import { connectDatabase, installDatabaseFaultGuard } from './platform/database.ts'
-import { type EmbeddedPostgres, startEmbeddedPostgres } from './platform/embedded-postgres.ts'
 import { createLogger } from './platform/logger.ts'
 import {
   describeStartupFailure,
@@ -16,6 +13,9 @@ import {
   type StartupContext,
   type StartupFailureMessage,
 } from './platform/startup-failure.ts'
+import { type ApiProcess, startApiProcess } from './server/api-process.ts'
+import { prepareDatabase } from './server/bootstrap.ts'
+import { startJobProcess } from './server/job-process.ts'
 
 /**
  * `npm start`: the primary process prepares the database (embedded one if no DATABASE_URL,

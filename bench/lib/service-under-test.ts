@@ -6,11 +6,11 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import type { Authenticator } from '../../src/api-keys/api-key-authenticator.ts'
+import { createApiKeyService } from '../../src/api-keys/api-key-service.ts'
 import { createAuditLog } from '../../src/audit/audit-log.ts'
-import { createApiKeyService } from '../../src/auth/api-key-service.ts'
-import type { Authenticator } from '../../src/auth/authenticator.ts'
+import { connectDatabase, type Sql } from '../../src/data/database.ts'
 import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
-import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createTenantService } from '../../src/tenants/tenant-service.ts'
 
@@ -138,7 +138,7 @@ export async function startServiceUnderTest(options: {
   const workDir = join(tmpdir(), dbName)
   let databaseUrl: string
   if (zeroConfig) {
-    // The URL the service's embedded PostgreSQL answers on (src/platform/embedded-postgres.ts).
+    // The URL the service's embedded PostgreSQL answers on (src/data/embedded-postgres.ts).
     databaseUrl = `postgres://postgres@localhost/postgres?host=${encodeURIComponent(join(workDir, 'run'))}`
   } else {
     const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })

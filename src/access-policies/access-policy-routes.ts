@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
-import { errorResponses, IdParams } from '../platform/http-schemas.ts'
+import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import {
   AccessDecisionBody,
   AccessPolicyBody,

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Printable, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { POLICY_ACTIONS, POLICY_LIMITS } from './access-policy-service.ts'
 
 const ACTIONS = POLICY_ACTIONS.join(', ')

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import type { Sql } from '../data/database.ts'
+import { applyPatch } from '../http/patch.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
-import { applyPatch } from '../platform/patch.ts'
 import {
   type AccessPolicyRow,
   type AccessRequestRow,

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** access_policies and access_requests (migration 0014). Only the access-policies module touches them. */
 export interface AccessPolicyRow {

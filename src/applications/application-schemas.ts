@@ -1,6 +1,6 @@
 import { type TSchema, Type } from 'typebox'
 import { LoginPanelSchema } from '../branding/login-panel.ts'
-import { nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { MfaMethodsSchema } from '../settings/settings-schemas.ts'
 import { APPLICATION_LIMITS, APPLICATION_TYPES } from './application-service.ts'
 

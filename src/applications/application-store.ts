@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** applications (migration 0011). Only the applications module touches it. */
 export interface ApplicationRow {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { Queryable, Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../platform/errors.ts'
 import { type AuditCompanion, type AuditEntry, insertAuditEntries } from './audit-store.ts'
 

@@ -2,9 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { principalOf } from '../auth/request-context.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Sql } from '../data/database.ts'
+import { errorResponses, Text, Timestamp, toDate } from '../http/http-schemas.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, Text, Timestamp, toDate } from '../platform/http-schemas.ts'
 import { type AuditRow, listAuditEntries } from './audit-store.ts'
 
 const AuditRecordSchema = Type.Object(

@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 export type AuditOutcome = 'success' | 'failure' | 'denied'
 

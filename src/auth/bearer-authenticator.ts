@@ -8,7 +8,7 @@ export interface VerifiedAccessToken {
   grantId: string
 }
 
-/** Implemented by the identity module (src/identity/access-token-verifier.ts). */
+/** Implemented by the identity module (src/identity/oidc/access-token-verifier.ts). */
 export interface AccessTokenVerifier {
   verify(token: string): Promise<VerifiedAccessToken | undefined>
 }

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, Timestamp } from '../platform/http-schemas.ts'
+import { nameSchema, Timestamp } from '../http/http-schemas.ts'
 import { OPERATION_KINDS } from './billing-service.ts'
 
 const Limit = (what: string) =>

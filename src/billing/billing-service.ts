@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import type { Sql } from '../data/database.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql } from '../platform/database.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
 import {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** billing_plans, subscriptions and usage_counters (migration 0016). Only the billing module touches them. */
 export interface PlanRow {

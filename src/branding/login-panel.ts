@@ -1,7 +1,7 @@
 import { type Static, Type } from 'typebox'
-import { LOCALES, type Locale } from '../identity/pages/i18n.ts'
+import { nameSchema, Text } from '../http/http-schemas.ts'
 import { invalidField } from '../platform/errors.ts'
-import { nameSchema, Text } from '../platform/http-schemas.ts'
+import { LOCALES, type Locale } from '../web/i18n.ts'
 
 /** Spec 2.6 and 8: per locale, a title of at most 500 characters and a text of at most 1000. */
 export const PANEL_LIMITS = { titleChars: 500, textChars: 1000, imageUrlChars: 2048 } as const

@@ -4,6 +4,9 @@ import type { Logger } from 'pino'
 import { isTenantRole, TENANT_ROLES } from '../auth/roles.ts'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.ts'
 import { type Config, ConfigError, loadConfig } from '../config.ts'
+import { connectDatabase, type Sql } from '../data/database.ts'
+import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../data/embedded-postgres.ts'
+import { migrate } from '../data/migrations.ts'
 import {
   defaultKeyFilePath,
   generateMasterKey,
@@ -11,14 +14,11 @@ import {
   readKeyFile,
   writeKeyFile,
 } from '../keyring/master-key.ts'
-import { connectDatabase, type Sql } from '../platform/database.ts'
-import { runningEmbeddedPostgres, startEmbeddedPostgres } from '../platform/embedded-postgres.ts'
 import { AppError } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
 import { createLogger } from '../platform/logger.ts'
-import { migrate } from '../platform/migrations.ts'
 import { describeStartupFailure } from '../platform/startup-failure.ts'
-import { createServices, type Services } from '../services.ts'
+import { createServices, type Services } from '../server/compose.ts'
 import { toTenantView } from '../tenants/tenant-service.ts'
 import { rewrapSealed, unreadableMessage } from './master-key-rotation.ts'
 
@@ -127,7 +127,7 @@ async function openDatabase(config: Config): Promise<Database> {
   }
 }
 
-/** The same components an API process has (src/services.ts), on the CLI's database. */
+/** The same components an API process has (src/server/compose.ts), on the CLI's database. */
 async function withServices<T>(
   config: Config,
   logger: Logger,

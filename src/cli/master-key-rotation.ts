@@ -1,7 +1,7 @@
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type MasterKeySealed, type RotationSummary, rewrapEverything } from '../keyring/rewrap.ts'
 import { rewrapAllKeks } from '../keyring/tenant-kek.ts'
-import type { Services } from '../services.ts'
+import type { Services } from '../server/compose.ts'
 
 /**
  * Everything sealed under the master keyring, each by the domain that owns it

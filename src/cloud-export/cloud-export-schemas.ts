@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { boundedJson, nameSchema, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { boundedJson, nameSchema, Printable, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { CLOUD_PROVIDERS } from './provider.ts'
 
 const Provider = Type.Enum(CLOUD_PROVIDERS, { description: 'The cloud KMS: aws, azure, gcp or scaleway' })

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 import { clipText } from '../platform/text.ts'
 import type { CloudProvider } from './provider.ts'
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
+import { Uuid } from '../http/http-schemas.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
-import { Uuid } from '../platform/http-schemas.ts'
 import { MAX_KEY_VERSION } from './envelope.ts'
 
 /**

@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
+import { Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
-import { Uuid } from '../platform/http-schemas.ts'
 import { fromCompact, type SealedEnvelope, toCompact } from './envelope.ts'
 
 /**

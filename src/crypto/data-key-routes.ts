@@ -2,9 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
-import { errorResponses, nameSchema, Uuid } from '../platform/http-schemas.ts'
 import {
   Base64,
   Base64Output,

@@ -1,8 +1,8 @@
 import { createPrivateKey, createPublicKey, createSecretKey, type KeyObject } from 'node:crypto'
+import type { Sql } from '../data/database.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import { materialAad } from '../keys/key-service.ts'
 import { getKeyVersion } from '../keys/key-store.ts'
-import type { Sql } from '../platform/database.ts'
 
 /**
  * Opened key versions as KeyObjects (never raw bytes), cached per process: unsealing and

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Printable, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { ENDUSER_STATUSES } from './enduser-service.ts'
 
 const Status = Type.Enum(ENDUSER_STATUSES, { description: 'active: may sign in; blocked: may not' })

@@ -1,16 +1,21 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import { type AccountLinks, type LinkKind, linkEmail } from '../identity/account-links.ts'
-import { type AccountService, checkEmail, normalizeEmail, tenantRealm } from '../identity/account-service.ts'
+import type { Queryable, Sql } from '../data/database.ts'
+import type { RequestAdmission } from '../http/client-rate-limit.ts'
+import { type AccountLinks, type LinkKind, linkEmail } from '../identity/accounts/account-links.ts'
+import {
+  type AccountService,
+  checkEmail,
+  normalizeEmail,
+  tenantRealm,
+} from '../identity/accounts/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
-import type { RequestAdmission } from '../platform/client-rate-limit.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { SIGNUP_LIFETIME_MS, SIGNUPS_PER_ADDRESS_PER_HOUR } from '../signup/signup-service.ts'
 import {

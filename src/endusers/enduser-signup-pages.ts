@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { AccountService, PasswordPolicy } from '../identity/account-service.ts'
-import type { ClientDirectory } from '../identity/oidc-provider.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../identity/pages/csrf.ts'
+import type { AccountService, PasswordPolicy } from '../identity/accounts/account-service.ts'
+import type { ClientDirectory } from '../identity/oidc/oidc-provider.ts'
+import type { TenantBranding } from '../identity/sign-in/sign-in-routes.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../web/csrf.ts'
 import {
   esc,
   type PageContext,
@@ -11,8 +12,7 @@ import {
   renderErrorPage,
   renderPage,
   withPanel,
-} from '../identity/pages/layout.ts'
-import type { TenantBranding } from '../identity/pages/sign-in-routes.ts'
+} from '../web/layout.ts'
 import { type EndUserService, SIGN_UP_CONFIRM_PATH, type SignUpRequestView } from './enduser-service.ts'
 
 const PURPOSE = 'confirm-sign-up'

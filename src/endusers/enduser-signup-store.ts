@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** enduser_signup_requests (migration 0027): only the end-users module touches it. */
 export interface SignUpRequestRow {

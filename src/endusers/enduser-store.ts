@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** endusers and enduser_applications (migration 0012). Only the end-users module touches them. */
 export interface EndUserRow {

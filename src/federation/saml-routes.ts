@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
-import { errorResponses, IdParams } from '../platform/http-schemas.ts'
+import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import {
   SamlIdpBody,
   SamlIdpListQuery,

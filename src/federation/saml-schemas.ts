@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Printable, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Printable, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { CERTIFICATE_MAX_CHARS } from './saml-certificate.ts'
 import { NAME_ID, SAML_LIMITS } from './saml-service.ts'
 

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /**
  * saml_identity_providers, saml_requests, saml_assertions_seen and federated_identities

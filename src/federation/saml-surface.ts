@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
-import { installFormHandling } from '../identity/pages/form-surface.ts'
+import { isUuid } from '../platform/ids.ts'
+import { installFormHandling } from '../web/form-surface.ts'
 import {
   esc,
   type PageSettings,
@@ -7,8 +8,7 @@ import {
   pageHeaders,
   renderErrorPage,
   renderPage,
-} from '../identity/pages/layout.ts'
-import { isUuid } from '../platform/ids.ts'
+} from '../web/layout.ts'
 import { FederationError, type FederationService, SAML_LIMITS } from './saml-service.ts'
 
 const MAX_FIELDS = 10

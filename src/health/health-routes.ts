@@ -2,12 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
+import { isDatabaseUp, type Sql } from '../data/database.ts'
+import { isRedisReady } from '../data/redis.ts'
 import type { EntropyStatus } from '../entropy/entropy-chain.ts'
+import { nameSchema } from '../http/http-schemas.ts'
 import type { Identity } from '../identity/identity-service.ts'
-import { SigningKeyUnavailableError } from '../identity/signing-keys.ts'
-import { isDatabaseUp, type Sql } from '../platform/database.ts'
-import { nameSchema } from '../platform/http-schemas.ts'
-import { isRedisReady } from '../platform/redis.ts'
+import { SigningKeyUnavailableError } from '../identity/oidc/signing-keys.ts'
 
 const Dependency = Type.Object({ status: Type.Enum(['up', 'down']) })
 

@@ -1,27 +1,22 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { MembershipRoles } from '../auth/bearer-authenticator.ts'
 import type { IdentityConfig } from '../config.ts'
+import type { Queryable, Sql } from '../data/database.ts'
+import type { InvalidationBus } from '../data/invalidation-bus.ts'
+import type { ClientRateLimit } from '../http/client-rate-limit.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import type { Mailer } from '../mail/mailer.ts'
-import type { ClientRateLimit } from '../platform/client-rate-limit.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
-import type { InvalidationBus } from '../platform/invalidation-bus.ts'
 import type { SmsSender } from '../sms/sms-sender.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
-import { createAccessTokenVerifier } from './access-token-verifier.ts'
-import { type AccountLinks, createAccountLinks } from './account-links.ts'
-import type { AccountService } from './account-service.ts'
-import {
-  type AuthorizationGate,
-  createAuthorizationGate,
-  type GateAccessPolicy,
-  type GateEndUsers,
-  type GatePartners,
-  type MfaPolicy,
-} from './authorization-gate.ts'
-import { type CorsAllowlist, createCorsAllowlist } from './cors-allowlist.ts'
+import { type Csrf, createCsrf } from '../web/csrf.ts'
+import type { PageSettings } from '../web/layout.ts'
+import { type AccountLinks, createAccountLinks } from './accounts/account-links.ts'
+import type { AccountService } from './accounts/account-service.ts'
+import { createOneTimeCodes, type OneTimeCodes } from './accounts/one-time-codes.ts'
+import { createAccessTokenVerifier } from './oidc/access-token-verifier.ts'
+import { type CorsAllowlist, createCorsAllowlist } from './oidc/cors-allowlist.ts'
 import {
   type ClientDirectory,
   CONSOLE_CLIENT_ID,
@@ -30,15 +25,20 @@ import {
   type RoleClaims,
   type SessionPolicy,
   TENANT_RESOURCE_PREFIX,
-} from './oidc-provider.ts'
-import { destroyByAccount, destroyGrantsWithResource, sweepExpiredModels } from './oidc-store.ts'
-import { createOneTimeCodes, type OneTimeCodes } from './one-time-codes.ts'
-import { type Csrf, createCsrf } from './pages/csrf.ts'
-import type { PageSettings } from './pages/layout.ts'
-import type { TenantBranding } from './pages/sign-in-routes.ts'
-import { destroyFactorsOfAccount, sweepExpiredFactors } from './session-factor-store.ts'
-import { createSignInEvents, type SignInEvents } from './sign-in-events.ts'
-import { createSigningKeys, type SigningKeys } from './signing-keys.ts'
+} from './oidc/oidc-provider.ts'
+import { destroyByAccount, destroyGrantsWithResource, sweepExpiredModels } from './oidc/oidc-store.ts'
+import { createSigningKeys, type SigningKeys } from './oidc/signing-keys.ts'
+import {
+  type AuthorizationGate,
+  createAuthorizationGate,
+  type GateAccessPolicy,
+  type GateEndUsers,
+  type GatePartners,
+  type MfaPolicy,
+} from './sign-in/authorization-gate.ts'
+import { destroyFactorsOfAccount, sweepExpiredFactors } from './sign-in/session-factor-store.ts'
+import { createSignInEvents, type SignInEvents } from './sign-in/sign-in-events.ts'
+import type { TenantBranding } from './sign-in/sign-in-routes.ts'
 
 export interface Identity {
   oidc: OidcRuntime

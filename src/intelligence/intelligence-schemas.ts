@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Timestamp, Uuid } from '../http/http-schemas.ts'
 
 const KeyRef = Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false })
 

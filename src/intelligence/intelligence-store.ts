@@ -1,4 +1,4 @@
-import type { Queryable, Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 
 /**
  * key_use_events, key_last_use, tag_suggestions and tag_suggestion_jobs (migration 0022) and
@@ -297,7 +297,7 @@ const significant = (db: Queryable, word: string, c: InsightCriteria) =>
 
 /**
  * keyState(key, now) === 'Active' / 'Expired' (key-state.ts), from the read model's timestamps
- * (activeAt and expiredAt are exported for test/insights.test.ts, which compares them with
+ * (activeAt and expiredAt are exported for test/intelligence/insights.test.ts, which compares them with
  * keyState() on every combination).
  */
 const live = (db: Queryable, alias: string) =>

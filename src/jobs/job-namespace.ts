@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /**
  * The namespace of this deployment's job queues in Redis: a hash of the PostgreSQL cluster's

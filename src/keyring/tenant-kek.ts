@@ -1,5 +1,5 @@
 import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto'
-import type { Queryable, Sql } from '../platform/database.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 import { open, seal } from './aead.ts'
 import type { MasterKeyring } from './master-key.ts'
 import { type RewrapResult, rewrapEach } from './rewrap.ts'

@@ -1,6 +1,6 @@
-import type { Sql } from '../platform/database.ts'
-import type { InvalidationBus } from '../platform/invalidation-bus.ts'
-import { createReadThroughCache } from '../platform/read-through-cache.ts'
+import type { Sql } from '../data/database.ts'
+import type { InvalidationBus } from '../data/invalidation-bus.ts'
+import { createReadThroughCache } from '../data/read-through-cache.ts'
 import type { KeyType } from './algorithms.ts'
 import { getDefaultKey, getKey, type KeyRow } from './key-store.ts'
 

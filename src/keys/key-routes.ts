@@ -2,9 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf, principalOf } from '../auth/request-context.ts'
+import { errorResponses, toDate } from '../http/http-schemas.ts'
+import { parseInclude } from '../http/include.ts'
 import { AppError } from '../platform/errors.ts'
-import { errorResponses, toDate } from '../platform/http-schemas.ts'
-import { parseInclude } from '../platform/include.ts'
 import type { PublicFormat } from './key-material.ts'
 import {
   CreateKeyBody,

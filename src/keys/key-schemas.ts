@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { boundedJson, nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { boundedJson, nameSchema, Printable, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import {
   type Algorithm,

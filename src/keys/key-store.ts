@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 import type { KeyState } from './key-state.ts'
 
 /** Data access for keys and key versions. Every query names the tenant: no cross-tenant reads. */

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import type { AuditObserver } from '../audit/audit-log.ts'
+import type { Sql } from '../data/database.ts'
 import type { EntropyStatus } from '../entropy/entropy-chain.ts'
-import type { Sql } from '../platform/database.ts'
 import { registerEntropyMetrics } from './entropy-metrics.ts'
 import {
   type CounterChild,
@@ -66,7 +66,7 @@ export interface ServiceMetrics {
   jobDone(queue: string, job: string, outcome: JobOutcome, seconds: number | undefined): void
   /** One event-loop lateness observation (./event-loop-monitor.ts). */
   eventLoopDelay(seconds: number): void
-  /** One sign-in or failed sign-in (src/identity/sign-in-events.ts); reason `none` for a success. */
+  /** One sign-in or failed sign-in (src/identity/sign-in/sign-in-events.ts); reason `none` for a success. */
   signIn(kind: string, outcome: 'success' | 'failure', reason: string): void
   /** Registers the series read from the components, once they exist. */
   watch(sources: MetricSources): void

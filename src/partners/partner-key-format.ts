@@ -1,5 +1,5 @@
-import { secretKeyFormat } from '../auth/api-key-format.ts'
+import { secretKeyFormat } from '../api-keys/api-key-format.ts'
 
-/** Partner API keys: `kmsp_…`, their own prefix (src/auth/api-key-format.ts has the scheme). */
+/** Partner API keys: `kmsp_…`, their own prefix (src/api-keys/api-key-format.ts has the scheme). */
 export const PARTNER_KEY_PREFIX = 'kmsp_'
 export const partnerKeys = secretKeyFormat(PARTNER_KEY_PREFIX)

@@ -4,8 +4,8 @@ import type { FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
+import { errorResponses, IdParams, PageQuery } from '../http/http-schemas.ts'
 import { AppError, unauthorized } from '../platform/errors.ts'
-import { errorResponses, IdParams, PageQuery } from '../platform/http-schemas.ts'
 import {
   CommissionListSchema,
   CommissionQuery,

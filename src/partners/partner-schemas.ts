@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Printable, Timestamp } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Printable, Timestamp } from '../http/http-schemas.ts'
 
 export const ReferralSchema = Type.Object(
   {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /**
  * partners, partner_api_keys, referral_codes, referrals and commissions (migration 0018). Only the

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, PageQuery, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, PageQuery, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { ROLE_LIMITS } from './role-service.ts'
 
 /** RFC 6749 scope-token characters: a role name or permission fits in a token's claims and scopes. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Sql } from '../data/database.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import {
   assignRole,

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** application_roles and enduser_roles (migration 0012). Only the roles module touches them. */
 export interface RoleRow {

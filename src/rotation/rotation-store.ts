@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 import type { Frequency } from './rotation-schedule.ts'
 
 /** Data access for rotation policies. Every query names the tenant except the due-key sweep. */

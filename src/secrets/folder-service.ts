@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
 import { AppError, isForeignKeyViolation, isUniqueViolation, notFound } from '../platform/errors.ts'
 import {
   ancestorIds,

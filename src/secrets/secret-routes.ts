@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
-import { errorResponses } from '../platform/http-schemas.ts'
-import { parseInclude } from '../platform/include.ts'
+import { errorResponses } from '../http/http-schemas.ts'
+import { parseInclude } from '../http/include.ts'
 import {
   CreateSecretBody,
   DeleteSecretQuery,

@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox'
-import { nameSchema, Printable, Text, Timestamp, Uuid } from '../platform/http-schemas.ts'
-import { PATTERN_MESSAGE } from '../platform/validation.ts'
+import { nameSchema, Printable, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
+import { PATTERN_MESSAGE } from '../http/validation.ts'
 import { TOTP_ALGORITHMS, TOTP_LIMITS } from './totp.ts'
 
 /**

@@ -1,7 +1,7 @@
 import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto'
+import type { Queryable } from '../data/database.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
-import type { Queryable } from '../platform/database.ts'
 
 /**
  * Envelope encryption of a secret's sensitive fields: a data key per secret, sealed by the

@@ -3,8 +3,10 @@ import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { AuditEntry } from '../audit/audit-store.ts'
 import type { Actor } from '../auth/request-context.ts'
+import type { Queryable, Sql } from '../data/database.ts'
+import { toDate } from '../http/http-schemas.ts'
+import { parseInclude } from '../http/include.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
 import {
   AppError,
   invalidField,
@@ -12,8 +14,6 @@ import {
   isUniqueViolation,
   notFound,
 } from '../platform/errors.ts'
-import { toDate } from '../platform/http-schemas.ts'
-import { parseInclude } from '../platform/include.ts'
 import type { FolderService } from './folder-service.ts'
 import {
   type CreateSecretBody,

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 import type { CustomFieldType } from './secret-schemas.ts'
 
 /** A custom field as stored in clear: a sensitive field's value lives in sealed_custom_values. */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { LoginPanelBody, LoginPanelSchema } from '../branding/login-panel.ts'
-import { errorResponses } from '../platform/http-schemas.ts'
+import { errorResponses } from '../http/http-schemas.ts'
 import { SecuritySettingsPatchBody, SecuritySettingsSchema } from './settings-schemas.ts'
 import type { SecuritySettingsPatch, SettingsService } from './settings-service.ts'
 

@@ -1,5 +1,5 @@
 import { type TSchema, Type } from 'typebox'
-import { nameSchema } from '../platform/http-schemas.ts'
+import { nameSchema } from '../http/http-schemas.ts'
 
 /** The fields of each group, with their bounds (docs/settings.md). */
 const MFA_METHOD = {

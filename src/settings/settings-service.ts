@@ -1,7 +1,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import { checkLoginPanel, type LoginPanel } from '../branding/login-panel.ts'
-import type { Sql } from '../platform/database.ts'
+import type { Sql } from '../data/database.ts'
 import { AppError } from '../platform/errors.ts'
 import {
   getBrandingDocument,

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** tenant_settings (migration 0010). Only the settings module touches it. */
 

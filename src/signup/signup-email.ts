@@ -1,4 +1,4 @@
-import { esc } from '../identity/pages/layout.ts'
+import { esc } from '../web/layout.ts'
 import type { SignupKind } from './signup-service.ts'
 
 /** The confirmation e-mail of a sign-up: plain text and simple HTML, the same words. */

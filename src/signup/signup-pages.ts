@@ -1,8 +1,9 @@
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
-import { TEAM_PASSWORD_POLICY } from '../identity/account-service.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../identity/pages/csrf.ts'
+import { TEAM_PASSWORD_POLICY } from '../identity/accounts/account-service.ts'
+import { AppError } from '../platform/errors.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../web/csrf.ts'
 import {
   esc,
   fill,
@@ -12,8 +13,7 @@ import {
   pageHeaders,
   renderErrorPage,
   renderPage,
-} from '../identity/pages/layout.ts'
-import { AppError } from '../platform/errors.ts'
+} from '../web/layout.ts'
 import {
   type SignupKind,
   type SignupPreview,

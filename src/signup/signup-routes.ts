@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { access } from '../auth/access.ts'
-import { errorResponses } from '../platform/http-schemas.ts'
+import { errorResponses } from '../http/http-schemas.ts'
 import { type SignupRateLimit, signupRateLimitOptions } from './signup-pages.ts'
 import { PartnerSignupBody, SignupRequestedSchema, TenantSignupBody } from './signup-schemas.ts'
 import type { SignupService } from './signup-service.ts'

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { nameSchema, Printable, Timestamp } from '../platform/http-schemas.ts'
+import { nameSchema, Printable, Timestamp } from '../http/http-schemas.ts'
 
 const Email = Type.String({
   minLength: 3,

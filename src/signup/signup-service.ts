@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
+import type { Sql, Tx } from '../data/database.ts'
 import {
   type AccountService,
   checkEmail,
@@ -8,14 +9,13 @@ import {
   passwordProblems,
   TEAM_PASSWORD_POLICY,
   TEAM_REALM,
-} from '../identity/account-service.ts'
+} from '../identity/accounts/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
 import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Sql, Tx } from '../platform/database.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import type { TenantView } from '../tenants/tenant-service.ts'
 import { signupEmail } from './signup-email.ts'

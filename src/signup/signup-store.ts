@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** signups (migration 0020): only the sign-up module touches it. */
 export interface SignupRow {

@@ -1,5 +1,5 @@
 import type { TenantRole } from '../auth/roles.ts'
-import { esc } from '../identity/pages/layout.ts'
+import { esc } from '../web/layout.ts'
 
 /**
  * How the e-mail names who invited: their display name and address, or the address alone. The

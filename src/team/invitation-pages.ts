@@ -1,6 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { type AccountService, TEAM_PASSWORD_POLICY, TEAM_REALM } from '../identity/account-service.ts'
-import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../identity/pages/csrf.ts'
+import {
+  type AccountService,
+  TEAM_PASSWORD_POLICY,
+  TEAM_REALM,
+} from '../identity/accounts/account-service.ts'
+import { AppError } from '../platform/errors.ts'
+import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../web/csrf.ts'
 import {
   esc,
   fill,
@@ -10,8 +15,7 @@ import {
   pageHeaders,
   renderErrorPage,
   renderPage,
-} from '../identity/pages/layout.ts'
-import { AppError } from '../platform/errors.ts'
+} from '../web/layout.ts'
 import type { InvitationPreview, TeamService } from './team-service.ts'
 
 const PURPOSE = 'accept-invitation'

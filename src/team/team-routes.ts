@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf, principalOf } from '../auth/request-context.ts'
 import { TENANT_ROLES, type TenantRole } from '../auth/roles.ts'
-import { errorResponses, IdParams } from '../platform/http-schemas.ts'
+import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import {
   ChangeRoleBody,
   CreateInvitationBody,

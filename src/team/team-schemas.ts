@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { TENANT_ROLES } from '../auth/roles.ts'
-import { nameSchema, Timestamp, Uuid } from '../platform/http-schemas.ts'
+import { nameSchema, Timestamp, Uuid } from '../http/http-schemas.ts'
 
 const Role = Type.Enum(TENANT_ROLES, { description: 'A role in the tenant (docs/team.md)' })
 const Email = Type.String({ minLength: 3, maxLength: 254, description: 'An e-mail address' })

@@ -1,5 +1,5 @@
 import type { TenantRole } from '../auth/roles.ts'
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** team_memberships and team_invitations (migration 0009). Only the team module touches them. */
 

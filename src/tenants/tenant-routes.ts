@@ -3,8 +3,8 @@ import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { principalOf } from '../auth/request-context.ts'
 import { TenantRoleSchema } from '../auth/roles.ts'
+import { errorResponses, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { notFound } from '../platform/errors.ts'
-import { errorResponses, Timestamp, Uuid } from '../platform/http-schemas.ts'
 import type { TenantService } from './tenant-service.ts'
 
 const CurrentTenantSchema = Type.Object(

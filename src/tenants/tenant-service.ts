@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto'
+import type { ApiKeyService, ApiKeyView } from '../api-keys/api-key-service.ts'
 import type { AuditLog } from '../audit/audit-log.ts'
-import type { ApiKeyService, ApiKeyView } from '../auth/api-key-service.ts'
 import { SCOPES, type Scope } from '../auth/scopes.ts'
+import type { Sql, Tx } from '../data/database.ts'
+import type { InvalidationBus } from '../data/invalidation-bus.ts'
+import { createReadThroughCache } from '../data/read-through-cache.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { createWrappedKek } from '../keyring/tenant-kek.ts'
-import type { Sql, Tx } from '../platform/database.ts'
 import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
-import type { InvalidationBus } from '../platform/invalidation-bus.ts'
-import { createReadThroughCache } from '../platform/read-through-cache.ts'
 import { getTenant, insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
 
 export interface CreatedTenant {

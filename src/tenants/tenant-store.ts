@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 export interface TenantRow {
   id: string

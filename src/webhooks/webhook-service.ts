@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
+import type { Queryable, Sql } from '../data/database.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { Queryable, Sql } from '../platform/database.ts'
 import { sendWebhook } from './webhook-sender.ts'
 import { signatureOf } from './webhook-signature.ts'
 import {

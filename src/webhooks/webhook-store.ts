@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/database.ts'
+import type { Queryable } from '../data/database.ts'
 
 /** Data access for webhook secrets and deliveries (the outbox). */
 

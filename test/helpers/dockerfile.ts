@@ -2,7 +2,7 @@ import { posix } from 'node:path'
 
 /**
  * Reading the Dockerfile and .dockerignore as Docker does (Docker is not available where the tests
- * run): test/dockerfile.test.ts checks what the image holds, test/production-install.test.ts
+ * run): test/server/dockerfile.test.ts checks what the image holds, test/server/production-install.test.ts
  * installs and starts the service as the image's build does.
  */
 

@@ -2,15 +2,15 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { type ApiProcess, startApiProcess } from '../../src/api-process.ts'
 import type { Scope } from '../../src/auth/scopes.ts'
-import { prepareDatabase } from '../../src/bootstrap.ts'
 import { type Config, loadConfig } from '../../src/config.ts'
+import { connectDatabase, type Sql } from '../../src/data/database.ts'
 import { loadMasterKeyring } from '../../src/keyring/master-key.ts'
 import type { Resolver } from '../../src/outbound/destination.ts'
 import type { Clock } from '../../src/platform/clock.ts'
-import { connectDatabase, type Sql } from '../../src/platform/database.ts'
 import { createLogger } from '../../src/platform/logger.ts'
+import { type ApiProcess, startApiProcess } from '../../src/server/api-process.ts'
+import { prepareDatabase } from '../../src/server/bootstrap.ts'
 
 /**
  * Test harness: every test file gets its own PostgreSQL database on the real server, its own

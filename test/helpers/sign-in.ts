@@ -175,7 +175,7 @@ export interface MemberFactoryTarget {
   baseUrl: string
   api: {
     services: {
-      accounts: import('../../src/identity/account-service.ts').AccountService
+      accounts: import('../../src/identity/accounts/account-service.ts').AccountService
       team: import('../../src/team/team-service.ts').TeamService
     }
   }
