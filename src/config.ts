@@ -77,7 +77,7 @@ export interface Config {
 }
 
 /** Outbound e-mail (invitations): SMTP through nodemailer, sent by the job process. */
-export interface MailSettings {
+interface MailSettings {
   /** KMS_SMTP_URL: smtp:// or smtps:// with optional credentials; absent, sends fail as smtp_not_configured. */
   smtpUrl: string | undefined
   /** KMS_MAIL_FROM: the From header. */
@@ -119,7 +119,7 @@ export interface IdentityConfig {
 }
 
 /** The crypto worker pool (src/crypto-pool): size, per-task deadline, per-tenant queue bound. */
-export interface CryptoPoolConfig {
+interface CryptoPoolConfig {
   threads: number
   /** A task still running past this is stopped (its thread terminated): 503 crypto_task_timeout. */
   taskTimeoutMs: number
@@ -127,8 +127,8 @@ export interface CryptoPoolConfig {
   tenantMaxQueue: number
 }
 
-export const PROCESS_ROLES = ['all', 'api', 'worker'] as const
-export type ProcessRole = (typeof PROCESS_ROLES)[number]
+const PROCESS_ROLES = ['all', 'api', 'worker'] as const
+type ProcessRole = (typeof PROCESS_ROLES)[number]
 
 export interface JobsConfig {
   /** How often the sweeps run: due rotations, expiries and deletions, lost webhook jobs. */

@@ -15,7 +15,7 @@ import {
 } from './platform/startup-failure.ts'
 import { type ApiProcess, startApiProcess } from './server/api-process.ts'
 import { prepareDatabase } from './server/bootstrap.ts'
-import { startJobProcess } from './server/job-process.ts'
+import { startJobProcess } from './server/jobs.ts'
 
 /**
  * `npm start`: the primary process prepares the database (embedded one if no DATABASE_URL,

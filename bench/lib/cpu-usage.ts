@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 const TICKS_PER_SECOND = 100 // USER_HZ, 100 on every Linux architecture Node runs on
 
 /** Seconds of CPU the process has used, or undefined when it is gone. */
-export function cpuSecondsOf(pid: number): number | undefined {
+function cpuSecondsOf(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // Fields after the command name, which may itself hold spaces and parentheses.

@@ -54,7 +54,7 @@ export interface LoadResult {
 }
 
 /** Rounds an amount up so that every connection sends whole cycles. */
-export function wholeCycles(amount: number, connections: number, cycleLength: number): number {
+function wholeCycles(amount: number, connections: number, cycleLength: number): number {
   const unit = connections * cycleLength
   return Math.max(unit, Math.ceil(amount / unit) * unit)
 }

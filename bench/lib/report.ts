@@ -33,7 +33,7 @@ export interface Row {
   note?: string
 }
 
-export const HEADERS = [
+const HEADERS = [
   'scenario',
   'req/s',
   'items/s',
@@ -85,7 +85,7 @@ function cells(row: Row): Record<string, string> {
 }
 
 /** The floor-only table (`npm run bench:floor`): the service's columns stay out. */
-export const FLOOR_HEADERS = [
+const FLOOR_HEADERS = [
   'scenario',
   'ceiling items/s',
   'floor items/s',

@@ -3,10 +3,10 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Sql } from '../data/database.ts'
 import { applyPatch } from '../http/patch.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
+import type { MailQueue } from '../platform/module.ts'
 import {
   type AccessPolicyRow,
   type AccessRequestRow,
@@ -30,7 +30,7 @@ import { formatIpRange, ipMatcher, parseIpRange } from './ip-ranges.ts'
 
 /** The actions a policy may be written with. */
 export const POLICY_ACTIONS = ['Allow', 'Deny', 'AllowWithApproval'] as const
-export type PolicyAction = (typeof POLICY_ACTIONS)[number]
+type PolicyAction = (typeof POLICY_ACTIONS)[number]
 /** Step-up MFA is not released: refused on write, and a stored one refuses at run time. */
 export const UNRELEASED_ACTIONS = ['RequireMfa'] as const
 
@@ -50,12 +50,12 @@ export const POLICY_LIMITS = {
  * a day; an approval lets the end-user in to the application for eight hours (sign-ins and
  * refresh-token use alike), after which a new request is needed.
  */
-export const APPROVAL_WINDOWS = {
+const APPROVAL_WINDOWS = {
   pendingMs: 24 * 60 * 60_000,
   accessMs: 8 * 60 * 60_000,
 } as const
 
-export interface AccessPolicyView {
+interface AccessPolicyView {
   id: string
   name: string
   description: string
@@ -70,7 +70,7 @@ export interface AccessPolicyView {
   updatedAt: string
 }
 
-export interface AccessPolicyInput {
+interface AccessPolicyInput {
   name: string
   description?: string | undefined
   action: string
@@ -82,9 +82,9 @@ export interface AccessPolicyInput {
   ipRanges?: string[] | undefined
 }
 
-export type AccessPolicyPatch = Partial<AccessPolicyInput>
+type AccessPolicyPatch = Partial<AccessPolicyInput>
 
-export interface AccessRequestView {
+interface AccessRequestView {
   id: string
   applicationId: string
   endUserId: string
@@ -102,7 +102,7 @@ export interface AccessRequestView {
 }
 
 /** One end-user signing in to (or refreshing a token of) one application. */
-export interface AccessAttempt {
+interface AccessAttempt {
   tenantId: string
   applicationId: string
   accountId: string
@@ -110,7 +110,7 @@ export interface AccessAttempt {
   ip: string | null
 }
 
-export type SignInDecision =
+type SignInDecision =
   | { outcome: 'allow'; policyId: string | null }
   | { outcome: 'deny'; policyId: string }
   | { outcome: 'pending'; request: AccessRequestView }
@@ -202,6 +202,13 @@ export const actionNotSupported = () =>
 
 const isReleased = (action: string): action is PolicyAction =>
   (POLICY_ACTIONS as readonly string[]).includes(action)
+
+/** The decision on an access request, to the end-user who asked (access-policies-jobs.ts). */
+export const ACCESS_DECISION_EMAIL = 'access-decision-email'
+export interface AccessDecisionEmail {
+  requestId: string
+}
+const accessDecisionEmailId = (requestId: string) => `access.${requestId}`
 
 /**
  * Access policies and the access requests of AllowWithApproval (docs/identity.md "Access
@@ -416,7 +423,9 @@ export function createAccessPolicyService(deps: {
       return decided
     })
     // The requester's e-mail goes out from the job process; the row is its outbox.
-    await deps.mailQueue?.enqueueAccessDecision({ requestId: id }).catch(() => {})
+    await deps.mailQueue
+      ?.enqueue(ACCESS_DECISION_EMAIL, { requestId: id }, accessDecisionEmailId(id))
+      .catch(() => {})
     return requestView(row, now)
   }
 

@@ -6,7 +6,7 @@ import { createReadThroughCache } from '../data/read-through-cache.ts'
 import { apiKeyMatches, lookupIdOf } from './api-key-format.ts'
 import { type ApiKeyRow, findApiKeyByLookupId } from './api-key-store.ts'
 
-export const API_KEY_INVALIDATION_TOPIC = 'api-key'
+const API_KEY_INVALIDATION_TOPIC = 'api-key'
 
 export interface Authenticator {
   authenticate(presented: string): Promise<ApiKeyPrincipal | undefined>

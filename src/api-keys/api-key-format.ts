@@ -6,7 +6,7 @@ import { hash, randomInt, timingSafeEqual } from 'node:crypto'
  * in constant time. Only the hash is stored. Tenants' API keys use `kms_`; partners' `kmsp_`
  * (src/partners), so neither is ever taken for the other.
  */
-export const API_KEY_PREFIX = 'kms_'
+const API_KEY_PREFIX = 'kms_'
 const BODY_LENGTH = 52
 const LOOKUP_LENGTH = 12
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
@@ -24,7 +24,7 @@ export interface SecretKeyFormat {
   matches(presented: string, storedHash: Buffer): boolean
 }
 
-export function hashApiKey(key: string): Buffer {
+function hashApiKey(key: string): Buffer {
   // The one-shot hash: it runs on every request, and skips creating a Hash object.
   return hash('sha256', key, 'buffer')
 }

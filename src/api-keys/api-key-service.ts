@@ -31,7 +31,7 @@ export interface ApiKeyView {
   revokedAt: string | null
 }
 
-export function toApiKeyView(row: ApiKeyRow): ApiKeyView {
+function toApiKeyView(row: ApiKeyRow): ApiKeyView {
   return {
     id: row.id,
     name: row.name,
@@ -45,7 +45,7 @@ export function toApiKeyView(row: ApiKeyRow): ApiKeyView {
   }
 }
 
-export interface CreateApiKeyInput {
+interface CreateApiKeyInput {
   name: string
   scopes: readonly Scope[]
   expiresAt?: Date | null
@@ -57,7 +57,7 @@ export interface CreateApiKeyInput {
   parent?: ApiKeyPrincipal | undefined
 }
 
-export interface RevokedApiKeyView extends ApiKeyView {
+interface RevokedApiKeyView extends ApiKeyView {
   /** Keys revoked with this one because it created them, directly or through other keys. */
   revokedDescendants: string[]
 }

@@ -16,7 +16,7 @@ const ApplicationType = Type.Enum(APPLICATION_TYPES, {
 })
 const Name = Printable(200, 'A name for people')
 
-export const ApplicationBrandingSchema = Type.Object(
+const ApplicationBrandingSchema = Type.Object(
   { loginPanel: LoginPanelSchema },
   { additionalProperties: false, description: 'The sign-in pages’ panel for this application' },
 )

@@ -27,22 +27,23 @@ import {
 } from './application-store.ts'
 
 /**
- * Application types (docs/applications.md): a single-page app and a native app are public clients
- * (no secret; PKCE); a traditional web app and a machine-to-machine client are confidential (a
- * secret, shown once). Machine-to-machine clients sign nobody in, so they have no redirect URIs.
+ * Application types (docs/identity.md "Applications"): a single-page app and a native app are
+ * public clients (no secret; PKCE); a traditional web app and a machine-to-machine client are
+ * confidential (a secret, shown once). Machine-to-machine clients sign nobody in, so they have no
+ * redirect URIs.
  */
 export const APPLICATION_TYPES = ['spa', 'traditional', 'native', 'machine_to_machine'] as const
-export type ApplicationType = (typeof APPLICATION_TYPES)[number]
-export const CONFIDENTIAL_TYPES: readonly ApplicationType[] = ['traditional', 'machine_to_machine']
+type ApplicationType = (typeof APPLICATION_TYPES)[number]
+const CONFIDENTIAL_TYPES: readonly ApplicationType[] = ['traditional', 'machine_to_machine']
 
 export const APPLICATION_LIMITS = { uris: 20, uriChars: 2048 } as const
 
-export type MfaMethods = SecuritySettings['mfaMethods']
-export interface ApplicationBranding {
+type MfaMethods = SecuritySettings['mfaMethods']
+interface ApplicationBranding {
   loginPanel: LoginPanel
 }
 
-export interface ApplicationView {
+interface ApplicationView {
   id: string
   name: string
   applicationType: ApplicationType
@@ -62,7 +63,7 @@ export interface ApplicationView {
   updatedAt: string
 }
 
-export interface ApplicationInput {
+interface ApplicationInput {
   name: string
   applicationType: ApplicationType
   /** Absent: none (what machine_to_machine has; every other type needs at least one). */
@@ -78,7 +79,7 @@ export interface ApplicationInput {
  * The view's fields a PUT cannot change. A PUT may carry them, as read (the GET answer put back
  * unchanged is a valid PUT); a different value is 409 read_only_field naming the field.
  */
-export const READ_ONLY_FIELDS = [
+const READ_ONLY_FIELDS = [
   'id',
   'applicationType',
   'clientId',
@@ -90,7 +91,7 @@ export const READ_ONLY_FIELDS = [
 type ReadOnlyField = (typeof READ_ONLY_FIELDS)[number]
 
 /** PUT: the type never changes; `resources` left out keeps the stored ones, `[]` clears them. */
-export interface ApplicationChange extends Partial<Pick<ApplicationView, ReadOnlyField>> {
+interface ApplicationChange extends Partial<Pick<ApplicationView, ReadOnlyField>> {
   name: string
   /** Replaces the stored list; absent: none (machine_to_machine only). */
   redirectUris?: string[] | undefined
@@ -228,7 +229,7 @@ function checkName(name: string): string {
  * An application as the OpenID provider sees it (read on every use, so a change applies at once
  * in every process). The secret is unsealed only for the provider's client authentication.
  */
-export interface RegisteredClient {
+interface RegisteredClient {
   applicationId: string
   tenantId: string
   clientId: string
@@ -275,7 +276,7 @@ export interface ApplicationService {
  * A confidential application whose secret cannot be opened (sealed by a master key this process
  * does not hold): it is refused, never taken for a public client, and the log says why.
  */
-export class ClientSecretUnavailableError extends Error {
+class ClientSecretUnavailableError extends Error {
   constructor(applicationId: string, masterKeyId: string | null) {
     super(
       `the client secret of application ${applicationId} does not open with master key ${masterKeyId}: give this process that key (KMS_MASTER_KEY_PREVIOUS or the key file) and run \`kms rotate-master-key\`, or rotate the application's secret`,
@@ -283,29 +284,25 @@ export class ClientSecretUnavailableError extends Error {
   }
 }
 
-export function createApplicationService(deps: {
+const secretAad = (id: string) => `kms application client secret v1 id:${id}`
+
+/**
+ * What the provider, the CORS lists and the modules that name an application read of the
+ * applications: built before those modules (and before the service, which needs the end-users),
+ * so the provider and the end-users need no service built after them.
+ */
+export type ApplicationDirectory = Pick<
+  ApplicationService,
+  'clientOf' | 'applicationOf' | 'exists' | 'redirectOrigins'
+>
+
+export function createApplicationDirectory(deps: {
   sql: Sql
-  audit: AuditLog
   masterKeys: MasterKeyring
   /** Where a secret that cannot be opened is reported (the provider answers such a client with an error only). */
   logger?: Pick<Logger, 'error'>
-  /** The registering team member joins the application's end-user list (spec 4.4). */
-  creators: CreatorEnrolment
-  /** After commit of any change: caches built from applications (CORS) are dropped everywhere. */
-  changed: (tenantId: string) => Promise<void>
-}): ApplicationService {
-  const { sql, audit } = deps
-  const secretAad = (id: string) => `kms application client secret v1 id:${id}`
-  const newSecret = (id: string) => {
-    const secret = `cs_${randomBytes(32).toString('base64url')}`
-    const primary = deps.masterKeys.primary
-    return {
-      secret,
-      sealed: seal(primary.key, Buffer.from(secret, 'utf8'), secretAad(id)),
-      masterKeyId: primary.id,
-    }
-  }
-  const missing = () => notFound('application_not_found', 'Application')
+}): ApplicationDirectory {
+  const { sql } = deps
   const secretOf = (row: ApplicationRow): string | undefined => {
     if (!row.client_secret_sealed) return undefined
     const masterKey = row.client_secret_master_key_id
@@ -337,6 +334,59 @@ export function createApplicationService(deps: {
     }
   }
 
+  return {
+    async clientOf(clientId) {
+      if (!CLIENT_ID.test(clientId)) return undefined
+      const row = await getApplicationByClientId(sql, clientId)
+      return row ? registered(row) : undefined
+    },
+    async applicationOf(applicationId) {
+      if (!isUuid(applicationId)) return undefined
+      const row = await getApplicationById(sql, applicationId)
+      return row ? registered(row) : undefined
+    },
+    async exists(tenantId, id) {
+      return (await getApplication(sql, tenantId, id)) !== undefined
+    },
+    async redirectOrigins(tenantId) {
+      const byTenant = new Map<string, Set<string>>()
+      for (const row of await listAllRedirectUris(sql, tenantId)) {
+        const origins = byTenant.get(row.tenant_id) ?? new Set<string>()
+        for (const uri of [...row.redirect_uris, ...row.post_logout_redirect_uris]) {
+          const origin = originOf(uri)
+          if (origin) origins.add(origin)
+        }
+        byTenant.set(row.tenant_id, origins)
+      }
+      return byTenant
+    },
+  }
+}
+
+export function createApplicationService(deps: {
+  sql: Sql
+  audit: AuditLog
+  masterKeys: MasterKeyring
+  /** Where a secret that cannot be opened is reported (the provider answers such a client with an error only). */
+  logger?: Pick<Logger, 'error'>
+  /** The registering team member joins the application's end-user list (spec 4.4). */
+  creators: CreatorEnrolment
+  /** After commit of any change: caches built from applications (CORS) are dropped everywhere. */
+  changed: (tenantId: string) => Promise<void>
+  /** The provider's reads of applications (createApplicationDirectory). */
+  directory: ApplicationDirectory
+}): ApplicationService {
+  const { sql, audit } = deps
+  const newSecret = (id: string) => {
+    const secret = `cs_${randomBytes(32).toString('base64url')}`
+    const primary = deps.masterKeys.primary
+    return {
+      secret,
+      sealed: seal(primary.key, Buffer.from(secret, 'utf8'), secretAad(id)),
+      masterKeyId: primary.id,
+    }
+  }
+  const missing = () => notFound('application_not_found', 'Application')
   return {
     async list(actor, page) {
       const { rows, total } = await listApplications(sql, actor.tenantId, page)
@@ -471,31 +521,10 @@ export function createApplicationService(deps: {
       })
       await deps.changed(actor.tenantId)
     },
-    async clientOf(clientId) {
-      if (!CLIENT_ID.test(clientId)) return undefined
-      const row = await getApplicationByClientId(sql, clientId)
-      return row ? registered(row) : undefined
-    },
-    async applicationOf(applicationId) {
-      if (!isUuid(applicationId)) return undefined
-      const row = await getApplicationById(sql, applicationId)
-      return row ? registered(row) : undefined
-    },
-    async exists(tenantId, id) {
-      return (await getApplication(sql, tenantId, id)) !== undefined
-    },
-    async redirectOrigins(tenantId) {
-      const byTenant = new Map<string, Set<string>>()
-      for (const row of await listAllRedirectUris(sql, tenantId)) {
-        const origins = byTenant.get(row.tenant_id) ?? new Set<string>()
-        for (const uri of [...row.redirect_uris, ...row.post_logout_redirect_uris]) {
-          const origin = originOf(uri)
-          if (origin) origins.add(origin)
-        }
-        byTenant.set(row.tenant_id, origins)
-      }
-      return byTenant
-    },
+    clientOf: deps.directory.clientOf,
+    applicationOf: deps.directory.applicationOf,
+    exists: deps.directory.exists,
+    redirectOrigins: deps.directory.redirectOrigins,
     rewrapSealed: (keyring) =>
       rewrapEach({
         keyring,

@@ -1,4 +1,5 @@
 import type { Queryable } from '../data/database.ts'
+import type { MfaMethodSetting } from '../settings/settings-service.ts'
 
 /** applications (migration 0011). Only the applications module touches it. */
 export interface ApplicationRow {
@@ -14,7 +15,7 @@ export interface ApplicationRow {
   post_logout_redirect_uris: string[]
   resources: string[]
   /** Migration 0013: the application's own MFA methods (NULL: the tenant's) and login panel. */
-  mfa_methods: Record<string, { enabled: boolean; required: boolean }> | null
+  mfa_methods: Record<string, MfaMethodSetting> | null
   branding: { loginPanel: Record<string, unknown> } | null
   sign_up_enabled: boolean
   created_at: Date

@@ -1,7 +1,7 @@
 import type postgres from 'postgres'
 import type { Queryable } from '../data/database.ts'
 
-export type AuditOutcome = 'success' | 'failure' | 'denied'
+type AuditOutcome = 'success' | 'failure' | 'denied'
 
 /** One audit record. Never carries a secret: callers pass identifiers and outcomes only. */
 export interface AuditEntry {

@@ -2,10 +2,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Authenticator } from '../api-keys/api-key-authenticator.ts'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AppError, forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
-import { type Access, access as accessOf } from './access.ts'
+import { type Access, access as accessOf, missingScopes, type ScopeRule } from './access.ts'
 import type { BearerAuthenticator } from './bearer-authenticator.ts'
-import { actorIdOf, type Principal } from './principal.ts'
-import type { PartnerCredential } from './request-context.ts'
+import { actorIdOf, type PartnerPrincipal, type TenantPrincipal } from './principal.ts'
+import { isScope } from './scopes.ts'
 
 export const API_PREFIX = '/api/v1'
 
@@ -34,7 +34,8 @@ export async function recordDenied(
   required: string,
 ): Promise<void> {
   const principal = request.principal
-  if (!principal || request.method === 'GET' || request.method === 'HEAD') return
+  if (!principal || principal.kind === 'partner' || request.method === 'GET' || request.method === 'HEAD')
+    return
   await audit
     .record({
       tenantId: principal.tenantId,
@@ -59,7 +60,7 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
 async function authenticate(
   request: FastifyRequest,
   deps: { authenticator: Authenticator; bearer: BearerAuthenticator | undefined },
-): Promise<Principal | undefined> {
+): Promise<TenantPrincipal | undefined> {
   const apiKey = request.headers['x-api-key']
   if (apiKey !== undefined)
     return typeof apiKey === 'string' ? deps.authenticator.authenticate(apiKey) : undefined
@@ -74,13 +75,37 @@ const bearerOf = (request: FastifyRequest): string | undefined => {
 
 /** Partner credentials (src/partners): the partner an API key or a portal access token belongs to. */
 export interface PartnerAuthenticator {
-  authenticate(presented: string): Promise<PartnerCredential | undefined>
+  authenticate(presented: string): Promise<PartnerPrincipal | undefined>
+}
+
+/**
+ * Why a scope rule cannot be enforced as written, or undefined: a rule that names no scope would
+ * admit every caller, and a scope the service does not know could never be held.
+ */
+function flawOf(rule: ScopeRule): string | undefined {
+  const scopes = [...rule.anyOf, ...rule.allOf]
+  if (scopes.length === 0) return 'names no scope'
+  const unknown = scopes.find((scope) => !isScope(scope))
+  return unknown === undefined ? undefined : `names the unknown scope ${unknown}`
+}
+
+/** Why a declaration cannot be enforced as written (fail closed: the start stops), or undefined. */
+function flawOfAccess(declared: Access): string | undefined {
+  if (declared.kind !== 'scoped') return undefined
+  const flaw = flawOf(declared)
+  if (flaw) return `its scope rule ${flaw}`
+  for (const [name, rule] of Object.entries(declared.conditions ?? {})) {
+    const conditionFlaw = flawOf(rule)
+    if (conditionFlaw) return `its condition ${name} ${conditionFlaw}`
+  }
+  return undefined
 }
 
 /**
  * One hook enforces what each route declares (`config.access`, auth/access.ts): the kinds of
- * caller it admits, and the scope or role it needs. A route under /api/v1 that declares
- * nothing stops the start (deny by default).
+ * caller it admits, and the scopes or role it needs. A route under /api/v1 that declares
+ * nothing, or a scope rule that cannot be enforced, stops the start (deny by default). The caller
+ * it admits, a tenant's or a partner, is the request's one `principal`.
  */
 export function registerAuthentication(
   app: FastifyInstance,
@@ -93,16 +118,15 @@ export function registerAuthentication(
   },
 ): void {
   app.decorateRequest('principal', null)
-  app.decorateRequest('partner', null)
   const credentials = { authenticator: deps.authenticator, bearer: deps.bearer }
 
   app.addHook('onRoute', (route) => {
     if (!isApiPath(route.url)) return
     const declared = (route.config as { access?: Access } | undefined)?.access
-    if (!declared)
-      throw new Error(
-        `route ${[route.method].flat().join(',')} ${route.url} declares no config.access (src/auth/access.ts)`,
-      )
+    const routeName = `${[route.method].flat().join(',')} ${route.url}`
+    if (!declared) throw new Error(`route ${routeName} declares no config.access (src/auth/access.ts)`)
+    const flaw = flawOfAccess(declared)
+    if (flaw) throw new Error(`route ${routeName}: ${flaw} (src/auth/access.ts)`)
     // The OpenAPI document says who may call: a role route takes a member's access token only.
     if (declared.kind === 'role' && route.schema) {
       const schema = route.schema as { security?: unknown; description?: string }
@@ -116,11 +140,11 @@ export function registerAuthentication(
     const access = accessOfRequest(request)
     if (access === undefined || access.kind === 'public') return
     if (access.kind === 'partner') {
-      // Only a partner key: an X-Api-Key (a tenant's) or any other Bearer credential is 401.
+      // Only a partner's credential: an X-Api-Key (a tenant's) or any other Bearer credential is 401.
       const token = request.headers['x-api-key'] === undefined ? bearerOf(request) : undefined
       const partner = token && deps.partners ? await deps.partners.authenticate(token) : undefined
       if (!partner) throw unauthorized()
-      request.partner = partner
+      request.principal = partner
       // Keys are for machines; what changes the partner's credentials is a person's.
       if (!access.via.includes(partner.keyId ? 'apiKey' : 'session'))
         throw new AppError(
@@ -139,11 +163,14 @@ export function registerAuthentication(
       case 'authenticated':
         if (!access.callers.includes(principal.kind)) throw unauthorized()
         return
-      case 'scoped':
+      case 'scoped': {
         if (!access.callers.includes(principal.kind)) throw unauthorized()
-        if (access.anyOf.some((scope) => principal.scopes.has(scope))) return
-        await recordDenied(deps.audit, request, access.anyOf[0] ?? 'none')
-        throw insufficientScope(access.anyOf[0] ?? 'none', principal.kind)
+        // Any one of `anyOf` and every one of `allOf`: the refusal names the first scope missing.
+        const [missing] = missingScopes(access, principal.scopes)
+        if (missing === undefined) return
+        await recordDenied(deps.audit, request, missing)
+        throw insufficientScope(missing, principal.kind)
+      }
       case 'role':
         // API keys are refused whatever their scopes (spec section 5.3), as `forbidden`.
         if (principal.kind === 'member' && access.roles.includes(principal.role)) return

@@ -2,7 +2,7 @@ import type { MemberPrincipal } from './principal.ts'
 import { scopesOfRole, type TenantRole } from './roles.ts'
 
 /** What an access token proves, once its signature, issuer, audience, lifetime and session are checked. */
-export interface VerifiedAccessToken {
+interface VerifiedAccessToken {
   accountId: string
   tenantId: string
   grantId: string

@@ -2,11 +2,15 @@ import type { TenantRole } from './roles.ts'
 import type { Scope } from './scopes.ts'
 
 /**
- * Who is calling, established before any other check (docs/identity.md "Callers"). A tagged union:
- * every kind carries the tenant the call acts on and the scopes it holds there; routes declare
- * which kinds they admit (auth/access.ts).
+ * Who is calling, established before any other check, and the one thing the authentication hook
+ * puts on a request (`request.principal`). A tagged union: a tenant's callers (its API keys and
+ * its team members) act on that tenant with the scopes they hold there; a partner acts on its own
+ * partner account only. Routes declare which kinds they admit (auth/access.ts).
  */
-export type Principal = ApiKeyPrincipal | MemberPrincipal
+export type Principal = TenantPrincipal | PartnerPrincipal
+
+/** A caller of a tenant: it carries the tenant the call acts on and the scopes it holds there. */
+export type TenantPrincipal = ApiKeyPrincipal | MemberPrincipal
 
 /** A tenant's machine: `X-Api-Key`. Scopes are the key's own. */
 export interface ApiKeyPrincipal {
@@ -32,15 +36,52 @@ export interface MemberPrincipal {
   readonly grantId: string
 }
 
-export type PrincipalKind = Principal['kind']
-export const PRINCIPAL_KINDS: readonly PrincipalKind[] = ['apiKey', 'member']
+/**
+ * A partner (/api/v1/partners/*): `Authorization: Bearer` with one of its API keys (`kmsp_…`), or
+ * an access token of the partner portal client for a person of the partner. Exactly one of
+ * `keyId` and `accountId` is set. A partner acts on no tenant, so it holds no scope: a check of
+ * scopes written for any principal refuses it.
+ */
+export interface PartnerPrincipal {
+  readonly kind: 'partner'
+  readonly partnerId: string
+  /** The partner API key used; null for a portal session. */
+  readonly keyId: string | null
+  /** The partner-realm account signed in to the portal; null for an API key. */
+  readonly accountId: string | null
+  /** Always empty. */
+  readonly scopes: ReadonlySet<Scope>
+}
 
-/** The actor of audit records and `created_by` columns: `apikey:<id>`, `member:<accountId>`. */
+export type TenantPrincipalKind = TenantPrincipal['kind']
+
+const NO_SCOPES: ReadonlySet<Scope> = new Set()
+
+/** A partner's principal: through its API key (`keyId`) or a portal session (`accountId`). */
+export function partnerPrincipal(
+  partnerId: string,
+  via: { keyId: string; accountId?: undefined } | { keyId?: undefined; accountId: string },
+): PartnerPrincipal {
+  return {
+    kind: 'partner',
+    partnerId,
+    keyId: via.keyId ?? null,
+    accountId: via.accountId ?? null,
+    scopes: NO_SCOPES,
+  }
+}
+
+/**
+ * The actor of audit records and `created_by` columns: `apikey:<id>`, `member:<accountId>`, and
+ * for a partner `partnerkey:<id>` or `partneruser:<accountId>` (its audit trail's actors).
+ */
 export function actorIdOf(principal: Principal): string {
   switch (principal.kind) {
     case 'apiKey':
       return `apikey:${principal.apiKeyId}`
     case 'member':
       return `member:${principal.accountId}`
+    case 'partner':
+      return principal.keyId ? `partnerkey:${principal.keyId}` : `partneruser:${principal.accountId}`
   }
 }

@@ -1,23 +1,16 @@
 import type { FastifyRequest } from 'fastify'
 import { unauthorized } from '../platform/errors.ts'
-import { actorIdOf, type Principal } from './principal.ts'
-
-/** A partner's caller: an API key (`kmsp_…`) or a person signed in to the partner portal. */
-export interface PartnerCredential {
-  partnerId: string
-  keyId: string | null
-  accountId: string | null
-}
+import { missingScopes } from './access.ts'
+import { actorIdOf, type PartnerPrincipal, type Principal, type TenantPrincipal } from './principal.ts'
+import type { Scope } from './scopes.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set by the authentication hook on every non-public /api/v1 request. */
-    principal: Principal | null
     /**
-     * Set instead on partner routes (access kind `partner`): which partner, through which API key
-     * or which portal account (exactly one of the two).
+     * Set by the authentication hook on every non-public /api/v1 request: a tenant's caller, or on
+     * partner routes (access kind `partner`) the partner.
      */
-    partner: PartnerCredential | null
+    principal: Principal | null
   }
 }
 
@@ -29,9 +22,33 @@ export interface Actor {
   clientIp: string | null
 }
 
-export function principalOf(request: FastifyRequest): Principal {
-  if (!request.principal) throw unauthorized()
-  return request.principal
+/** The tenant's caller, on a route that admits tenants' callers (every route but the partners'). */
+export function principalOf(request: FastifyRequest): TenantPrincipal {
+  const principal = request.principal
+  if (!principal || principal.kind === 'partner') throw unauthorized()
+  return principal
+}
+
+/** The partner, on a partner route (access kind `partner`). */
+export function partnerOf(request: FastifyRequest): PartnerPrincipal {
+  const principal = request.principal
+  if (principal?.kind !== 'partner') throw unauthorized()
+  return principal
+}
+
+/**
+ * The scopes the caller lacks for one of the conditions its route declares (auth/access.ts
+ * `withConditions`); none: allowed. A condition the route does not declare is a programming error,
+ * never an allowance.
+ */
+export function missingScopesFor(request: FastifyRequest, condition: string): Scope[] {
+  const declared = request.routeOptions.config.access
+  const rule = declared?.kind === 'scoped' ? declared.conditions?.[condition] : undefined
+  if (!rule)
+    throw new Error(
+      `route ${request.routeOptions.url ?? request.url} declares no access condition ${condition}`,
+    )
+  return missingScopes(rule, principalOf(request).scopes)
 }
 
 export function actorOf(request: FastifyRequest): Actor {

@@ -11,7 +11,7 @@ export function isTenantRole(value: string): value is TenantRole {
 }
 
 /**
- * Role → scopes (docs/identity.md, decided in design/identity.md): a viewer reads everything but
+ * Role → scopes (docs/identity.md "The model"): a viewer reads everything but
  * the audit log; a developer also writes keys, secrets, applications and runs cryptography; an
  * admin holds every scope; an owner is an admin who can also manage billing, ownership and
  * deletion (which are role checks, not scopes). Private-key export (`keys:export`) is a scope
@@ -36,6 +36,3 @@ const ROLE_SCOPES: Record<TenantRole, ReadonlySet<Scope>> = {
 export function scopesOfRole(role: TenantRole): ReadonlySet<Scope> {
   return ROLE_SCOPES[role]
 }
-
-/** Roles that administer a tenant: settings, team, access policies (spec section 5.3). */
-export const ADMIN_ROLES: readonly TenantRole[] = ['tenant:owner', 'tenant:admin']

@@ -16,7 +16,7 @@ const QuotasSchema = Type.Object(
 )
 nameSchema(QuotasSchema, 'PlanQuotas')
 
-export const PlanSchema = Type.Object(
+const PlanSchema = Type.Object(
   {
     id: Type.String(),
     name: Type.String(),
@@ -103,7 +103,7 @@ export const UsageSchema = Type.Object(
 )
 nameSchema(UsageSchema, 'Usage')
 
-export const InvoiceSchema = Type.Object(
+const InvoiceSchema = Type.Object(
   {
     id: Type.String(),
     period: Type.String({ description: 'The month billed (YYYY-MM, UTC)' }),

@@ -39,16 +39,16 @@ export const OPERATION_KINDS = [
 ] as const
 
 /** A usage report spans at most two years of months. */
-export const MAX_USAGE_MONTHS = 24
+const MAX_USAGE_MONTHS = 24
 
-export interface Quotas {
+interface Quotas {
   operationsPerMonth: number | null
   keys: number | null
   secrets: number | null
   endUsers: number | null
 }
 
-export interface PlanView {
+interface PlanView {
   id: string
   name: string
   /** Minor units (cents): exact. */
@@ -59,7 +59,7 @@ export interface PlanView {
   quotas: Quotas
 }
 
-export interface SubscriptionView {
+interface SubscriptionView {
   plan: PlanView
   status: 'active' | 'past_due' | 'canceled'
   /** Calendar months, UTC: the period is the current month. */
@@ -67,7 +67,7 @@ export interface SubscriptionView {
   nextInvoice: { date: string; amount: number; amountMinor: number; currency: string }
 }
 
-export interface MonthUsage {
+interface MonthUsage {
   period: string
   operations: Record<(typeof OPERATION_KINDS)[number], number>
   totalOperations: number
@@ -75,14 +75,14 @@ export interface MonthUsage {
   operationsQuota: number | null
 }
 
-export interface UsageReport {
+interface UsageReport {
   data: MonthUsage[]
   /** What the tenant holds now, against the plan's quotas. */
   current: { keys: number; secrets: number; endUsers: number }
   quotas: Quotas
 }
 
-export interface InvoiceView {
+interface InvoiceView {
   id: string
   period: string
   planId: string
@@ -95,7 +95,7 @@ export interface InvoiceView {
 }
 
 /** Told after commit when an invoice is paid (the partner programme converts referrals on the first). */
-export interface InvoicePaid {
+interface InvoicePaid {
   tenantId: string
   invoice: InvoiceView
   /** The tenant's first paid invoice. */

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import { AppError } from '../platform/errors.ts'
 
 /** What the service takes from a payment provider's webhook: an event, verified to be the provider's. */
-export interface PaymentEvent {
+interface PaymentEvent {
   provider: string
   id: string
   type: string
@@ -18,9 +18,9 @@ export interface PaymentWebhook {
 }
 
 /** Stripe's replay tolerance: a signature older than five minutes is refused. */
-export const STRIPE_TOLERANCE_SECONDS = 300
+const STRIPE_TOLERANCE_SECONDS = 300
 /** The metadata key carrying this service's invoice id on the provider's invoice. */
-export const INVOICE_METADATA_KEY = 'kms_invoice_id'
+const INVOICE_METADATA_KEY = 'kms_invoice_id'
 
 const refused = (code: string, message: string) => new AppError(400, code, message)
 

@@ -4,7 +4,7 @@ import { invalidField } from '../platform/errors.ts'
 import { LOCALES, type Locale } from '../web/i18n.ts'
 
 /** Spec 2.6 and 8: per locale, a title of at most 500 characters and a text of at most 1000. */
-export const PANEL_LIMITS = { titleChars: 500, textChars: 1000, imageUrlChars: 2048 } as const
+const PANEL_LIMITS = { titleChars: 500, textChars: 1000, imageUrlChars: 2048 } as const
 
 const Translation = Type.Object(
   {

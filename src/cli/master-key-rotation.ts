@@ -9,7 +9,7 @@ import type { Services } from '../server/compose.ts'
  * keyring adds itself here, or a rotation leaves it under the old key and the next start without
  * that key breaks it.
  */
-export function sealedUnderMasterKeys(services: Services): MasterKeySealed[] {
+function sealedUnderMasterKeys(services: Services): MasterKeySealed[] {
   return [
     {
       what: 'tenant KEKs',

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
-import { actorOf, principalOf } from '../auth/request-context.ts'
+import { actorOf } from '../auth/request-context.ts'
 import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import {
   ConnectionListSchema,
@@ -21,6 +21,8 @@ const CONNECTIONS = ['Cloud connections']
 const EXPORTS = ['Cloud exports']
 const NEEDS_EXPORT =
   'Needs keys:write and keys:export: a cloud connection or export sends private keys out of the service.'
+/** What sends private keys out of the service (NEEDS_EXPORT): a 403 names the first scope missing. */
+const SENDS_KEYS_OUT = access.allScopes('keys:write', 'keys:export')
 
 /**
  * Cloud KMS export (docs/cloud-export.md): a tenant's connections to clouds, and its keys'
@@ -31,7 +33,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
     app.post(
       '/cloud-connections',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: SENDS_KEYS_OUT },
         schema: {
           tags: CONNECTIONS,
           summary: 'Store credentials for a cloud KMS (sealed by the tenant KEK, never returned)',
@@ -43,7 +45,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
       },
       async (request, reply) => {
         reply.code(201)
-        return exports.createConnection(actorOf(request), principalOf(request), request.body)
+        return exports.createConnection(actorOf(request), request.body)
       },
     )
     app.get(
@@ -76,7 +78,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
     app.put(
       '/cloud-connections/:id/credentials',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: SENDS_KEYS_OUT },
         schema: {
           tags: CONNECTIONS,
           summary: 'Replace a connection’s credentials (rotation); the next push uses them',
@@ -88,17 +90,12 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
         },
       },
       async (request) =>
-        exports.rotateCredentials(
-          actorOf(request),
-          principalOf(request),
-          request.params.id,
-          request.body.credentials,
-        ),
+        exports.rotateCredentials(actorOf(request), request.params.id, request.body.credentials),
     )
     app.post(
       '/cloud-connections/:id/test',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: SENDS_KEYS_OUT },
         schema: {
           tags: CONNECTIONS,
           summary: 'One authenticated call to the cloud: do the credentials work?',
@@ -108,12 +105,12 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
           response: { 200: ConnectionTestSchema, ...errorResponses(403, 404) },
         },
       },
-      async (request) => exports.testConnection(actorOf(request), principalOf(request), request.params.id),
+      async (request) => exports.testConnection(actorOf(request), request.params.id),
     )
     app.delete(
       '/cloud-connections/:id',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: SENDS_KEYS_OUT },
         schema: {
           tags: CONNECTIONS,
           summary: 'Delete a connection no export uses (409 connection_in_use otherwise)',
@@ -124,7 +121,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
         },
       },
       async (request, reply) => {
-        await exports.deleteConnection(actorOf(request), principalOf(request), request.params.id)
+        await exports.deleteConnection(actorOf(request), request.params.id)
         return reply.code(204).send(null)
       },
     )
@@ -132,7 +129,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
     app.post(
       '/keys/:keyId/cloud-exports',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: SENDS_KEYS_OUT },
         schema: {
           tags: EXPORTS,
           summary: 'Export a key to a cloud KMS; the first push is due at once',
@@ -145,12 +142,7 @@ export function cloudExportRoutes(exports: CloudExportService): FastifyPluginAsy
       },
       async (request, reply) => {
         reply.code(201)
-        return exports.createExport(
-          actorOf(request),
-          principalOf(request),
-          request.params.keyId,
-          request.body,
-        )
+        return exports.createExport(actorOf(request), request.params.keyId, request.body)
       },
     )
     app.get(

@@ -1,7 +1,6 @@
 import { type KeyObject, randomUUID, X509Certificate } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { Scope } from '../auth/scopes.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import type { AlgorithmName, KeyType } from '../keys/algorithms.ts'
@@ -43,8 +42,8 @@ import {
 } from './provider.ts'
 
 /** After the n-th failed attempt, the next one waits BACKOFF_MS[n - 1]; past the list, the sync has failed. */
-export const SYNC_BACKOFF_MS = [10_000, 60_000, 5 * 60_000, 15 * 60_000, 60 * 60_000] as const
-export const MAX_SYNC_ATTEMPTS = SYNC_BACKOFF_MS.length + 1
+const SYNC_BACKOFF_MS = [10_000, 60_000, 5 * 60_000, 15 * 60_000, 60 * 60_000] as const
+const MAX_SYNC_ATTEMPTS = SYNC_BACKOFF_MS.length + 1
 /** How long a job process holds an export it is pushing (a crashed one lets go after this). */
 const LEASE_MS = 5 * 60_000
 /**
@@ -66,7 +65,7 @@ const NOT_EXPORTABLE =
   'The key was not created or imported with exportable: true; its private key is not sent to a cloud KMS'
 const notExportable = () => new AppError(409, 'key_not_exportable', NOT_EXPORTABLE)
 
-export interface ConnectionView {
+interface ConnectionView {
   id: string
   name: string
   provider: CloudProvider
@@ -77,7 +76,7 @@ export interface ConnectionView {
   credentialsUpdatedAt: string
 }
 
-export interface ExportView {
+interface ExportView {
   id: string
   keyId: string
   connectionId: string
@@ -97,7 +96,7 @@ export interface ExportView {
   createdAt: string
 }
 
-export interface ConnectionTestResult {
+interface ConnectionTestResult {
   status: 'ok' | 'failed'
   error: { code: string; message: string } | null
 }
@@ -126,10 +125,14 @@ export interface ExportableKeys {
   ): Promise<{ privateKey: KeyObject; publicKey: KeyObject } | undefined>
 }
 
+/**
+ * Who may call each method is the routes' declaration (cloud-export-routes.ts: what sends private
+ * keys out of the service needs keys:write and keys:export); what depends on the data, such as a
+ * key created exportable, is checked here.
+ */
 export interface CloudExportService {
   createConnection(
     actor: Actor,
-    caller: ExportCaller,
     input: {
       name: string
       provider: CloudProvider
@@ -140,19 +143,13 @@ export interface CloudExportService {
   listConnections(actor: Actor): Promise<{ data: ConnectionView[]; total: number }>
   getConnection(actor: Actor, id: string): Promise<ConnectionView>
   /** New credentials replace the old at once; the next push uses them. */
-  rotateCredentials(
-    actor: Actor,
-    caller: ExportCaller,
-    id: string,
-    credentials: Record<string, unknown>,
-  ): Promise<ConnectionView>
+  rotateCredentials(actor: Actor, id: string, credentials: Record<string, unknown>): Promise<ConnectionView>
   /** 409 `connection_in_use` while an export uses it. */
-  deleteConnection(actor: Actor, caller: ExportCaller, id: string): Promise<void>
+  deleteConnection(actor: Actor, id: string): Promise<void>
   /** One authenticated call to the provider; a failure is the answer, not an error. */
-  testConnection(actor: Actor, caller: ExportCaller, id: string): Promise<ConnectionTestResult>
+  testConnection(actor: Actor, id: string): Promise<ConnectionTestResult>
   createExport(
     actor: Actor,
-    caller: ExportCaller,
     keyId: string,
     input: { connectionId: string; target: Record<string, unknown> },
   ): Promise<ExportView>
@@ -171,11 +168,6 @@ export interface CloudExportService {
   ): Promise<void>
   /** The job process: pushes what is due, records each outcome, schedules retries. */
   syncDue(): Promise<{ attempted: number; succeeded: number; failed: number }>
-}
-
-/** The caller's scopes: what reaches the cloud with a private key needs `keys:export`. */
-export interface ExportCaller {
-  scopes: ReadonlySet<Scope>
 }
 
 const MAX_CA_PEM = 16_384
@@ -276,16 +268,6 @@ export function createCloudExportService(deps: {
         throw invalidField(`body/${err.field}`, err.message.slice(err.field.length + 1))
       throw err
     }
-  }
-
-  function requireExportScope(caller: ExportCaller): void {
-    if (!caller.scopes.has('keys:export'))
-      throw new AppError(
-        403,
-        'insufficient_scope',
-        'Cloud connections and exports send private keys out of the service: they need keys:export',
-        { requiredScope: 'keys:export' },
-      )
   }
 
   /** The settings every provider shares: an extra CA for an endpoint with a private CA. */
@@ -478,8 +460,7 @@ export function createCloudExportService(deps: {
   }
 
   return {
-    async createConnection(actor, caller, input) {
-      requireExportScope(caller)
+    async createConnection(actor, input) {
       const adapter = adapterOf(input.provider)
       const settings = parseSettings(adapter, input.settings)
       const credentials = fieldsChecked(() => adapter.parseCredentials(input.credentials))
@@ -524,8 +505,7 @@ export function createCloudExportService(deps: {
     async getConnection(actor, id) {
       return toConnectionView(await connectionOf(actor, id))
     },
-    async rotateCredentials(actor, caller, id, input) {
-      requireExportScope(caller)
+    async rotateCredentials(actor, id, input) {
       const current = await connectionOf(actor, id)
       const adapter = adapterOf(current.provider)
       const credentials = fieldsChecked(() => adapter.parseCredentials(input))
@@ -545,8 +525,7 @@ export function createCloudExportService(deps: {
       })
       return toConnectionView(row)
     },
-    async deleteConnection(actor, caller, id) {
-      requireExportScope(caller)
+    async deleteConnection(actor, id) {
       if (!isUuid(id)) throw notFound('connection_not_found', 'Cloud connection')
       await sql.begin(async (tx) => {
         const row = await lockConnection(tx, actor.tenantId, id)
@@ -571,8 +550,7 @@ export function createCloudExportService(deps: {
         })
       })
     },
-    async testConnection(actor, caller, id) {
-      requireExportScope(caller)
+    async testConnection(actor, id) {
       const row = await connectionOf(actor, id)
       let context: ConnectionContext | undefined
       let result: ConnectionTestResult
@@ -596,8 +574,7 @@ export function createCloudExportService(deps: {
       })
       return result
     },
-    async createExport(actor, caller, keyId, input) {
-      requireExportScope(caller)
+    async createExport(actor, keyId, input) {
       const key = await keyOf(actor, keyId)
       // First: a key not created exportable never leaves, whatever else the request says. The
       // attempt is audited at warning level, as a refused export-private is.

@@ -140,11 +140,6 @@ export async function getExport(
   return row
 }
 
-export async function getExportById(db: Queryable, id: string): Promise<ExportRow | undefined> {
-  const [row] = await db<ExportRow[]>`SELECT * FROM cloud_exports WHERE id = ${id}`
-  return row
-}
-
 export async function listExports(db: Queryable, tenantId: string, keyId: string): Promise<ExportRow[]> {
   return db<ExportRow[]>`
     SELECT * FROM cloud_exports WHERE tenant_id = ${tenantId} AND key_id = ${keyId} ORDER BY created_at, id`

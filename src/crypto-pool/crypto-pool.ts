@@ -17,7 +17,7 @@ import { AppError } from '../platform/errors.ts'
 import { createFairQueue } from './fair-queue.ts'
 import type { CryptoTask, TaskResult } from './tasks.ts'
 
-export type TaskOutcome = 'ok' | 'error' | 'timeout'
+type TaskOutcome = 'ok' | 'error' | 'timeout'
 
 /**
  * Worker threads for crypto too slow for the event loop: key generation (RSA-4096 takes

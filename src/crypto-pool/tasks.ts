@@ -55,7 +55,7 @@ export type CryptoTask =
   | { kind: 'sealMany'; keys: KeyObject[]; items: SealItem[] }
   | { kind: 'openMany'; keys: KeyObject[]; items: OpenItem[] }
 
-export type MaterialResult =
+type MaterialResult =
   | { ok: true; secret: Uint8Array; publicKey: Uint8Array | null }
   | { ok: false; code: string; message: string }
 

@@ -14,8 +14,8 @@ import { MAX_CONTEXT_CHARS } from './crypto-schemas.ts'
  * All integers big-endian. For encrypt the data is the plaintext and the result bytes the compact
  * envelope; for decrypt the data is the compact envelope and the result bytes the plaintext.
  */
-export const BATCH_ITEM_OK = 0x00
-export const BATCH_ITEM_FAILED = 0x01
+const BATCH_ITEM_OK = 0x00
+const BATCH_ITEM_FAILED = 0x01
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 

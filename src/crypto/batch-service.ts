@@ -17,7 +17,7 @@ import { type OpenItem, openMany, randomBytesNeeded, type SealItem, sealMany } f
 import type { KeyResolver } from './key-resolver.ts'
 
 export type ItemFailure = { ok: false; error: string; message: string }
-export type ItemResult<T> = ({ ok: true } & T) | ItemFailure
+type ItemResult<T> = ({ ok: true } & T) | ItemFailure
 
 export interface EncryptItem {
   keyId?: string | undefined

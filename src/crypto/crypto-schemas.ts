@@ -103,7 +103,7 @@ export interface EnvelopeParts {
 export const WrappedKey = (description: string) => Base64(description, 2 * MAX_WRAP_BYTES)
 
 /** Throws validation_failed when the mode's required parts are missing or the other mode's are present. */
-export function checkEnvelopeParts(parts: EnvelopeParts, path: string): void {
+function checkEnvelopeParts(parts: EnvelopeParts, path: string): void {
   const separate = (['encapsulatedKey', 'nonce', 'tag'] as const).filter((f) => parts[f] !== undefined)
   const legacy = parts.mode === 'legacy'
   const wrong = legacy

@@ -30,7 +30,7 @@ export interface OpenRequest {
   context: Buffer
 }
 
-export interface OpenResult {
+interface OpenResult {
   plaintext: Buffer
   keyId: string
   keyVersion: number

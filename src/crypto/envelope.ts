@@ -28,15 +28,15 @@ import {
  * compact form (legacy mode, wrapped keys, data keys) = uint16 BE length of encapsulatedKey
  *   || encapsulatedKey || nonce || tag || ciphertext
  */
-export const ENVELOPE_VERSION = 1
+const ENVELOPE_VERSION = 1
 export const HEADER_BYTES = 22
-export const NONCE_BYTES = 12
-export const TAG_BYTES = 16
-export const DEK_BYTES = 32
+const NONCE_BYTES = 12
+const TAG_BYTES = 16
+const DEK_BYTES = 32
 export const MAX_KEY_VERSION = 2_147_483_647
 
 export const SCHEME = { mlKem: 0x01, rsaOaep: 0x02 } as const
-export type Scheme = (typeof SCHEME)[keyof typeof SCHEME]
+type Scheme = (typeof SCHEME)[keyof typeof SCHEME]
 
 export type EnvelopePurpose = 'encrypt' | 'wrap'
 const AAD_LABELS: Record<EnvelopePurpose, Buffer> = {
@@ -51,7 +51,7 @@ export interface EnvelopeHeader {
   keyVersion: number
 }
 
-export function encodeHeader(header: EnvelopeHeader): Buffer {
+function encodeHeader(header: EnvelopeHeader): Buffer {
   const out = Buffer.alloc(HEADER_BYTES)
   out[0] = ENVELOPE_VERSION
   out[1] = header.scheme

@@ -14,7 +14,7 @@ export interface UsableKey {
   spec: NodeKeySpec
 }
 
-export interface KeyUse {
+interface KeyUse {
   /** Absent: the tenant's default key of `keyType` (spec: the default key rule). */
   keyId?: string | undefined
   keyType: KeyType
@@ -46,7 +46,7 @@ export interface KeyResolver {
 
 const withArticle = (keyType: string) => `${keyType === 'Signing' ? 'a' : 'an'} ${keyType}`
 
-export const keySpec = (row: KeyRow): NodeKeySpec => algorithmByName(row.algorithm as AlgorithmName).spec
+const keySpec = (row: KeyRow): NodeKeySpec => algorithmByName(row.algorithm as AlgorithmName).spec
 
 export function createKeyResolver(deps: {
   keyCache: KeyCache

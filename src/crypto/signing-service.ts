@@ -16,7 +16,7 @@ import {
   verifySignature,
 } from './signing.ts'
 
-export interface SignResult {
+interface SignResult {
   signature: Buffer
   keyId: string
   keyVersion: number
@@ -24,13 +24,13 @@ export interface SignResult {
   signingScheme: string
 }
 
-export interface VerifyResult {
+interface VerifyResult {
   valid: boolean
   keyId: string
   keyVersion: number
 }
 
-export interface MacResult {
+interface MacResult {
   mac: Buffer
   keyId: string
   keyVersion: number

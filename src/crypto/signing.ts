@@ -19,10 +19,10 @@ import { AppError } from '../platform/errors.ts'
  * message itself (pure mode, empty context). Pure functions of their inputs, so the crypto
  * pool's worker threads run them unchanged.
  */
-export type RsaPadding = 'PSS' | 'PKCS1'
-export type SignatureFormat = 'DER' | 'P1363'
+type RsaPadding = 'PSS' | 'PKCS1'
+type SignatureFormat = 'DER' | 'P1363'
 /** RAW: the message itself; DIGEST: the caller already hashed it (RSA and ECDSA only). */
-export type MessageType = 'RAW' | 'DIGEST'
+type MessageType = 'RAW' | 'DIGEST'
 
 export interface SignatureOptions {
   messageType: MessageType
@@ -38,10 +38,10 @@ export interface SignatureOptions {
 }
 
 /** The service's PSS salt length: the SHA-256 digest length. */
-export const PSS_SALT_BYTES = 32
+const PSS_SALT_BYTES = 32
 
 /** The longest PSS salt an RSA key of this size allows: emLen - hLen - 2 (RFC 8017 §9.1.1). */
-export function maxPssSaltBytes(modulusBits: number): number {
+function maxPssSaltBytes(modulusBits: number): number {
   return Math.ceil((modulusBits - 1) / 8) - 32 - 2
 }
 
@@ -57,7 +57,7 @@ const EC_SCHEMES: Record<string, { hash: 'sha256' | 'sha384' | 'sha512'; curve: 
 const DIGEST_BYTES = { sha256: 32, sha384: 48, sha512: 64 } as const
 
 /** The hash the scheme applies to a RAW message, or null for the pure schemes. */
-export function schemeHash(spec: NodeKeySpec): 'sha256' | 'sha384' | 'sha512' | null {
+function schemeHash(spec: NodeKeySpec): 'sha256' | 'sha384' | 'sha512' | null {
   if (spec.kind === 'rsa') return 'sha256'
   if (spec.kind === 'ec') return EC_SCHEMES[spec.namedCurve]!.hash
   return null

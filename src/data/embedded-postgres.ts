@@ -16,7 +16,7 @@ export interface EmbeddedPostgres {
 }
 
 /** Connections the multiplexing socket server accepts; API processes size their pools to fit. */
-export const EMBEDDED_MAX_CONNECTIONS = 32
+const EMBEDDED_MAX_CONNECTIONS = 32
 
 const socketDirOf = (dataDir: string) => join(dataDir, 'run')
 const socketPathOf = (dataDir: string) => join(socketDirOf(dataDir), '.s.PGSQL.5432')

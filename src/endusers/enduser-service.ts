@@ -13,10 +13,10 @@ import {
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, isUniqueViolation, notFound } from '../platform/errors.ts'
+import type { MailQueue } from '../platform/module.ts'
 import { SIGNUP_LIFETIME_MS, SIGNUPS_PER_ADDRESS_PER_HOUR } from '../signup/signup-service.ts'
 import {
   consumeSignUpRequest,
@@ -45,9 +45,9 @@ import {
 } from './enduser-store.ts'
 
 export const ENDUSER_STATUSES = ['active', 'blocked'] as const
-export type EndUserStatus = (typeof ENDUSER_STATUSES)[number]
+type EndUserStatus = (typeof ENDUSER_STATUSES)[number]
 
-export interface EndUserView {
+interface EndUserView {
   id: string
   email: string
   displayName: string | null
@@ -64,7 +64,7 @@ export interface EndUserView {
 }
 
 /** A link just issued: its e-mail is queued for the job process. */
-export interface LinkDispatch {
+interface LinkDispatch {
   userId: string
   emailDispatchStatus: 'queued'
   linkExpiresAt: string
@@ -81,7 +81,7 @@ export interface ApplicationDirectory {
 }
 
 /** What federatedAccount found or made for an IdP's first sign-in of an address. */
-export type FederatedAccount =
+type FederatedAccount =
   /** `existing_by_trust`: an end-user with credentials, linked because the IdP is trusted to. */
   | { outcome: 'created' | 'existing' | 'existing_by_trust'; accountId: string }
   | { outcome: 'blocked' }
@@ -96,7 +96,7 @@ export interface SignUpRequestView {
 }
 
 /** What using a sign-up link did: `exists` when the address has an end-user already (no duplicate). */
-export type SignUpCompletion =
+type SignUpCompletion =
   | { outcome: 'created'; endUserId: string; tenantId: string; applicationId: string }
   | { outcome: 'exists' }
   | { outcome: 'invalid' }
@@ -109,7 +109,7 @@ export const SIGN_UP_CONFIRM_PATH = '/confirm-sign-up'
  * `+tag` removed, since most providers deliver `victim+1@x` and `victim+2@x` to one mailbox.
  * Dots are kept: only some providers ignore them, and elsewhere they name other people.
  */
-export function signUpAddressKey(email: string): string {
+function signUpAddressKey(email: string): string {
   const lower = email.trim().toLowerCase()
   const at = lower.lastIndexOf('@')
   if (at < 0) return lower
@@ -228,8 +228,15 @@ const toView = (row: EndUserRow, hasPassword: boolean): EndUserView => ({
 
 const MEMBER_ACTOR = /^member:([0-9a-f-]{36})$/
 
+/** The link of a sign-up on an application's pages, on the mail queue (endusers-jobs.ts). */
+export const ENDUSER_SIGNUP_EMAIL = 'enduser-signup-email'
+export interface EndUserSignUpEmail {
+  requestId: string
+}
+export const enduserSignUpEmailId = (requestId: string) => `enduser-signup.${requestId}`
+
 /**
- * End-users (design/identity.md "Two contexts of an end-user"): the identity context (the account
+ * End-users (docs/identity.md "End-users"): the identity context (the account
  * in the tenant's realm: credentials, sign-in enabled, sessions) belongs to the identity module and
  * is changed through its AccountService; the record (profile, status, applications) is this
  * module's. Both live in PostgreSQL, so one transaction coordinates them: the identity change is
@@ -536,7 +543,10 @@ export function createEndUserService(deps: {
         return allowed
       })
       // A failure leaves the row queued: the identity sweep sends it.
-      if (queued) await deps.mailQueue?.enqueueEndUserSignUp({ requestId: id }).catch(() => {})
+      if (queued)
+        await deps.mailQueue
+          ?.enqueue(ENDUSER_SIGNUP_EMAIL, { requestId: id }, enduserSignUpEmailId(id))
+          .catch(() => {})
     },
     async signUpRequest(token) {
       if (!SIGN_UP_TOKEN.test(token)) return undefined

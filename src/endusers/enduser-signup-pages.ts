@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AccountService, PasswordPolicy } from '../identity/accounts/account-service.ts'
 import type { ClientDirectory } from '../identity/oidc/oidc-provider.ts'
-import type { TenantBranding } from '../identity/sign-in/sign-in-routes.ts'
+import type { TenantBranding } from '../identity/sign-in/sign-in-types.ts'
 import { CSRF_COOKIE, CSRF_FIELD, type Csrf, cookieOf, csrfField } from '../web/csrf.ts'
 import {
   esc,

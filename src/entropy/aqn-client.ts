@@ -9,7 +9,7 @@ import { endpoint, getJson, isRecord, lenientCount } from './http-json.ts'
 import { rejection } from './source-errors.ts'
 
 /** AQN's documented maximum `length` for one request. */
-export const AQN_MAX_LENGTH = 1024
+const AQN_MAX_LENGTH = 1024
 
 /**
  * ANU Quantum Numbers: `GET {url}/?length=N&type=uint8` with `x-api-key`; 200 answers

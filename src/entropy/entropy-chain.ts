@@ -14,7 +14,7 @@ import {
 export type RemoteSourceName = 'qrng-primary' | 'qrng-secondary'
 export type EntropySourceName = RemoteSourceName | 'system-csprng'
 /** `starting`: configured, first batch not in yet; it serves nothing until `up`. */
-export type RemoteSourceState = 'starting' | 'up' | 'down'
+type RemoteSourceState = 'starting' | 'up' | 'down'
 
 export interface RemoteSourceStatus {
   name: RemoteSourceName
@@ -71,10 +71,10 @@ export interface EntropyChainOptions {
   jitter?: () => number
 }
 
-export const DEFAULT_POOL_BYTES = 32 * 1024
-export const DEFAULT_REFILL_INTERVAL_MS = 1000
-export const DEFAULT_RETRY_MS = 5000
-export const DEFAULT_RETRY_MAX_MS = 60_000
+const DEFAULT_POOL_BYTES = 32 * 1024
+const DEFAULT_REFILL_INTERVAL_MS = 1000
+const DEFAULT_RETRY_MS = 5000
+const DEFAULT_RETRY_MAX_MS = 60_000
 /** What `source()` asks about: the most frequent request is a 12-byte AES-GCM nonce. */
 const NONCE_BYTES = 12
 const CONDITIONING_DOMAIN = Buffer.from('kms/entropy/condition/v1\0')

@@ -10,9 +10,9 @@ import { endpoint, getJson, isRecord, lenientCount } from './http-json.ts'
 import { rejection } from './source-errors.ts'
 
 /** Every element of `random` decodes to exactly this many bytes (docs.qrypt.com/eaas). */
-export const QRYPT_BLOCK_BYTES = 1024
+const QRYPT_BLOCK_BYTES = 1024
 /** The service allows 512 KiB a request; the pool never needs that much at once. */
-export const QRYPT_MAX_BLOCKS = 64
+const QRYPT_MAX_BLOCKS = 64
 
 /**
  * Qrypt Entropy-as-a-Service: `GET {url}/api/v1/quantum-entropy?size=K` with

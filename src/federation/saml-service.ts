@@ -45,7 +45,7 @@ export const SAML_LIMITS = {
  * Timing (docs/identity.md "SAML federation"): an AuthnRequest is answered within 10 minutes;
  * clocks may differ by a minute; an assertion id is remembered for a day.
  */
-export const SAML_TIMING = {
+const SAML_TIMING = {
   requestMs: 10 * 60_000,
   clockSkewMs: 60_000,
   seenAssertionMs: 24 * 60 * 60_000,
@@ -54,14 +54,14 @@ export const SAML_TIMING = {
 /** The NameID of the assertion's subject, as an attribute name in the mapping. */
 export const NAME_ID = 'NameID'
 
-export interface AttributeMapping {
+interface AttributeMapping {
   /** The attribute carrying the e-mail address, or NameID. */
   email: string
   /** The attribute carrying the display name, if any. */
   name?: string | undefined
 }
 
-export interface SamlIdpInput {
+interface SamlIdpInput {
   name: string
   entityId: string
   ssoUrl: string
@@ -77,9 +77,9 @@ export interface SamlIdpInput {
   linkByVerifiedEmail?: boolean | undefined
 }
 
-export type SamlIdpPatch = Partial<SamlIdpInput>
+type SamlIdpPatch = Partial<SamlIdpInput>
 
-export interface SamlIdpView {
+interface SamlIdpView {
   id: string
   name: string
   entityId: string
@@ -124,7 +124,7 @@ export class FederationError extends Error {
  * The end-user a first sign-in is linked to, as the end-users module decides it: a new one, an
  * existing one, or a refusal (blocked; or it has credentials of its own and the IdP is not trusted).
  */
-export type FederatedAccountResult =
+type FederatedAccountResult =
   | { outcome: 'created' | 'existing' | 'existing_by_trust'; accountId: string }
   | { outcome: 'blocked' }
   | { outcome: 'has_credentials'; accountId: string }

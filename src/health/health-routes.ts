@@ -19,7 +19,7 @@ const Check = Type.Object({
 })
 
 /** Seconds a client (a load balancer, an orchestrator) is asked to wait before asking again after a 503. */
-export const HEALTH_RETRY_AFTER_SECONDS = 5
+const HEALTH_RETRY_AFTER_SECONDS = 5
 
 const HealthSchema = Type.Object({
   status: Type.Enum(['ok', 'degraded', 'unavailable'], {

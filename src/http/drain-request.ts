@@ -6,7 +6,7 @@ export interface DrainBounds {
   maxMs: number
 }
 
-export const DEFAULT_DRAIN: DrainBounds = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 }
+const DEFAULT_DRAIN: DrainBounds = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 }
 
 /**
  * Reads and discards, after the answer, the rest of a request body the service refused (413),

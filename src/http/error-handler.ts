@@ -46,7 +46,7 @@ interface ValidationIssue {
   parentSchema?: Record<string, unknown>
 }
 
-export interface FieldError {
+interface FieldError {
   path: string
   message: string
   /** For an enumeration (enum, a union of literals, a const): every value the field takes. */
@@ -81,7 +81,7 @@ function isUuidSchema(schema: Record<string, unknown> | undefined): boolean {
  * says it must be a UUID (not the pattern), a missing property is named. ajv reports a union's
  * failure once per branch and then once for the union; that becomes one entry.
  */
-export function describeValidation(context: string | undefined, issues: ValidationIssue[]): FieldError[] {
+function describeValidation(context: string | undefined, issues: ValidationIssue[]): FieldError[] {
   const root = context ?? 'body'
   const unions = issues.filter((i) => i.keyword === 'anyOf' || i.keyword === 'oneOf')
   const insideUnion = (issue: ValidationIssue) =>

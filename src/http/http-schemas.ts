@@ -3,7 +3,7 @@ import { invalidField } from '../platform/errors.ts'
 import { BOUNDED_JSON_KEYWORD, type JsonBounds, LOWERCASE_KEYWORD, PATTERN_MESSAGE } from './validation.ts'
 
 /** The one error body of the API: `{error, message, ...details}`. */
-export const ErrorSchema = Type.Object(
+const ErrorSchema = Type.Object(
   {
     error: Type.String({ description: 'Stable snake_case error code' }),
     message: Type.String({ description: 'Human-readable explanation' }),
@@ -29,7 +29,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 }
 
 /** A 400: the error body with the fields that failed and why. */
-export const ValidationErrorSchema = Type.Object(
+const ValidationErrorSchema = Type.Object(
   {
     error: Type.String({ description: 'validation_failed, invalid_json, ...' }),
     message: Type.String({ description: 'Human-readable explanation' }),

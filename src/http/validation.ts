@@ -37,7 +37,7 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 ) => Ajv
 
 /** Why a value breaks the bounds, or undefined. Iterative: the depth it checks is the attacker's. */
-export function exceedsBounds(value: unknown, bounds: JsonBounds): string | undefined {
+function exceedsBounds(value: unknown, bounds: JsonBounds): string | undefined {
   let members = 0
   let chars = 0
   const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }]

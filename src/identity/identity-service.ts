@@ -5,9 +5,9 @@ import type { Queryable, Sql } from '../data/database.ts'
 import type { InvalidationBus } from '../data/invalidation-bus.ts'
 import type { ClientRateLimit } from '../http/client-rate-limit.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import type { Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
+import type { MailQueue } from '../platform/module.ts'
 import type { SmsSender } from '../sms/sms-sender.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { type Csrf, createCsrf } from '../web/csrf.ts'
@@ -17,6 +17,7 @@ import type { AccountService } from './accounts/account-service.ts'
 import { createOneTimeCodes, type OneTimeCodes } from './accounts/one-time-codes.ts'
 import { createAccessTokenVerifier } from './oidc/access-token-verifier.ts'
 import { type CorsAllowlist, createCorsAllowlist } from './oidc/cors-allowlist.ts'
+import { createIssuer, type Issuer } from './oidc/issuer.ts'
 import {
   type ClientDirectory,
   CONSOLE_CLIENT_ID,
@@ -38,28 +39,25 @@ import {
 } from './sign-in/authorization-gate.ts'
 import { destroyFactorsOfAccount, sweepExpiredFactors } from './sign-in/session-factor-store.ts'
 import { createSignInEvents, type SignInEvents } from './sign-in/sign-in-events.ts'
-import type { TenantBranding } from './sign-in/sign-in-routes.ts'
+import type { TenantBranding } from './sign-in/sign-in-types.ts'
 
-export interface Identity {
-  oidc: OidcRuntime
+/**
+ * The parts of the identity module that other modules need before the provider can be built:
+ * the issuer (links in e-mails), one-time links and codes, and ending an account's sessions and
+ * grants. The provider itself asks applications, roles, access policies, end-users, partners and
+ * the team (createIdentity), which are built with these parts, so it comes last and nothing is
+ * bound late.
+ */
+export interface IdentityCore {
+  issuer: Issuer
   signingKeys: SigningKeys
   verifier: ReturnType<typeof createAccessTokenVerifier>
   csrf: Csrf
   pageSettings: PageSettings
-  memberships: MembershipRoles
-  mfaPolicy: MfaPolicy | undefined
-  branding: TenantBranding | undefined
   /** One-time links (password reset, account set-up) and their e-mails. */
   links: AccountLinks
   /** Sign-in codes by e-mail and SMS. */
   codes: OneTimeCodes
-  cors: CorsAllowlist
-  /** What every authorization checks, before a code and at each refresh. */
-  gate: AuthorizationGate
-  /** Sign-ins and failed sign-ins: audited and counted. */
-  signIns: SignInEvents
-  /** Tenants' applications as the provider and the pages see them. */
-  clients: ClientDirectory
   /** Ends every session, grant and token of an account, in every process. */
   endSessionsOf(accountId: string): Promise<void>
   /**
@@ -70,60 +68,117 @@ export interface Identity {
   destroyTenantGrantsOf(tx: Queryable, accountId: string, tenantId: string): Promise<string[]>
   /** After the commit that destroyed them: every process forgets these grants. */
   grantsRevoked(grantIds: readonly string[]): Promise<void>
+}
+
+export interface Identity extends IdentityCore {
+  oidc: OidcRuntime
+  memberships: MembershipRoles
+  mfaPolicy: MfaPolicy | undefined
+  branding: TenantBranding | undefined
+  cors: CorsAllowlist
+  /** What every authorization checks, before a code and at each refresh. */
+  gate: AuthorizationGate
+  /** Sign-ins and failed sign-ins: audited and counted. */
+  signIns: SignInEvents
+  /** Tenants' applications as the provider and the pages see them. */
+  clients: ClientDirectory
   /** Expired provider rows, ended throttle windows, and the signing key's scheduled rotation. */
   sweep(): Promise<{ expiredModels: number; throttleRows: number; rotatedToVersion: number | null }>
 }
 
-/** The identity module's long-lived parts, built once per process (services.ts). */
-export function createIdentity(deps: {
+export function createIdentityCore(deps: {
   sql: Sql
   bus: InvalidationBus
   masterKeys: MasterKeyring
   clock: Clock
   config: IdentityConfig
-  accounts: AccountService
-  memberships: MembershipRoles
-  tenants: Pick<TenantService, 'get'>
-  sessionPolicy?: SessionPolicy
-  mfaPolicy?: MfaPolicy
-  branding?: TenantBranding
   grantCacheTtlMs: number
   audit: AuditLog
   mailQueue?: MailQueue
   mailer?: Mailer
   sms?: SmsSender
-  /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
-  clients: ClientDirectory & { redirectOrigins(): Promise<Map<string, Set<string>>> }
-  roles: RoleClaims
-  /** The gate's questions to other modules: access policies, end-users, partners. */
-  accessPolicy?: GateAccessPolicy
-  endUsers?: GateEndUsers
-  partners?: GatePartners
-  /** Counts sign-ins in /metrics (src/metrics). */
-  countSignIn?: Parameters<typeof createSignInEvents>[0]['count']
   /** Requests per client address of the pages that e-mail someone (forgot password, sign-up). */
   requestLimit: ClientRateLimit
-}): Identity {
+}): IdentityCore {
+  const issuer = createIssuer(deps.config.idUrl)
   const signingKeys = createSigningKeys(deps)
-  const pageSettings: PageSettings = { cdnHost: deps.config.cdnHost }
-  // The verifier and the provider need each other: the provider reports revoked grants, the
-  // verifier needs the issuer.
-  let verifier: ReturnType<typeof createAccessTokenVerifier> | undefined
-  // The console and the partner portal are the service's own clients: one CORS list for both.
-  const consoleOrigins = () =>
-    [...deps.config.consoleRedirectUris, ...deps.config.partnerPortalRedirectUris].flatMap((uri) => {
-      try {
-        return [new URL(uri).origin]
-      } catch {
-        return []
-      }
-    })
-  const cors = createCorsAllowlist({
+  const verifier = createAccessTokenVerifier({
+    sql: deps.sql,
     bus: deps.bus,
+    signingKeys,
+    issuer: () => issuer.url(),
     clock: deps.clock,
-    load: () => deps.clients.redirectOrigins(),
-    consoleOrigins,
+    grantCacheTtlMs: deps.grantCacheTtlMs,
   })
+  return {
+    issuer,
+    signingKeys,
+    verifier,
+    csrf: createCsrf(deps.masterKeys),
+    pageSettings: { cdnHost: deps.config.cdnHost },
+    links: createAccountLinks({
+      sql: deps.sql,
+      masterKeys: deps.masterKeys,
+      clock: deps.clock,
+      audit: deps.audit,
+      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
+      ...(deps.mailer ? { mailer: deps.mailer } : {}),
+      linkBase: () => issuer.url(),
+      requestLimit: deps.requestLimit,
+    }),
+    codes: createOneTimeCodes({
+      sql: deps.sql,
+      masterKeys: deps.masterKeys,
+      clock: deps.clock,
+      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
+      ...(deps.mailer ? { mailer: deps.mailer } : {}),
+      ...(deps.sms ? { sms: deps.sms } : {}),
+    }),
+    async endSessionsOf(accountId) {
+      await destroyFactorsOfAccount(deps.sql, accountId)
+      for (const grantId of await destroyByAccount(deps.sql, accountId)) await verifier.grantRevoked(grantId)
+    },
+    destroyTenantGrantsOf: (tx, accountId, tenantId) =>
+      destroyGrantsWithResource(tx, {
+        accountId,
+        clientId: CONSOLE_CLIENT_ID,
+        resource: `${TENANT_RESOURCE_PREFIX}${tenantId}`,
+      }),
+    async grantsRevoked(grantIds) {
+      for (const grantId of grantIds) await verifier.grantRevoked(grantId)
+    },
+  }
+}
+
+/** The OpenID provider over the identity core and the modules it asks (server/compose.ts). */
+export function createIdentity(
+  core: IdentityCore,
+  deps: {
+    sql: Sql
+    bus: InvalidationBus
+    masterKeys: MasterKeyring
+    clock: Clock
+    config: IdentityConfig
+    accounts: AccountService
+    memberships: MembershipRoles
+    tenants: Pick<TenantService, 'get'>
+    sessionPolicy?: SessionPolicy
+    mfaPolicy?: MfaPolicy
+    branding?: TenantBranding
+    audit: AuditLog
+    /** Tenants' applications as clients, read on every use; and their redirect origins for CORS. */
+    clients: ClientDirectory
+    /** The console's CORS list beside the tenants' (the applications' redirect origins). */
+    cors: CorsAllowlist
+    roles: RoleClaims
+    /** The gate's questions to other modules: access policies, end-users, partners. */
+    accessPolicy?: GateAccessPolicy
+    endUsers?: GateEndUsers
+    partners?: GatePartners
+    /** Counts sign-ins in /metrics (src/metrics). */
+    countSignIn?: Parameters<typeof createSignInEvents>[0]['count']
+  },
+): Identity {
   const gate = createAuthorizationGate({
     sql: deps.sql,
     accounts: deps.accounts,
@@ -138,76 +193,61 @@ export function createIdentity(deps: {
     sql: deps.sql,
     config: deps.config,
     masterKeys: deps.masterKeys,
-    signingKeys,
+    signingKeys: core.signingKeys,
     accounts: deps.accounts,
     memberships: deps.memberships,
     tenants: deps.tenants,
     ...(deps.sessionPolicy ? { sessionPolicy: deps.sessionPolicy } : {}),
-    pageSettings,
-    onGrantRevoked: (grantId) => verifier!.grantRevoked(grantId),
+    pageSettings: core.pageSettings,
+    issuer: core.issuer,
+    onGrantRevoked: (grantId) => core.verifier.grantRevoked(grantId),
     clients: deps.clients,
     roles: deps.roles,
     gate,
-    cors,
-  })
-  verifier = createAccessTokenVerifier({
-    sql: deps.sql,
-    bus: deps.bus,
-    signingKeys,
-    issuer: () => oidc.issuer(),
-    clock: deps.clock,
-    grantCacheTtlMs: deps.grantCacheTtlMs,
+    cors: deps.cors,
   })
   return {
+    ...core,
     oidc,
-    signingKeys,
-    verifier,
-    csrf: createCsrf(deps.masterKeys),
-    pageSettings,
     memberships: deps.memberships,
     mfaPolicy: deps.mfaPolicy,
     branding: deps.branding,
-    links: createAccountLinks({
-      sql: deps.sql,
-      masterKeys: deps.masterKeys,
-      clock: deps.clock,
-      audit: deps.audit,
-      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
-      ...(deps.mailer ? { mailer: deps.mailer } : {}),
-      linkBase: () => oidc.issuer(),
-      requestLimit: deps.requestLimit,
-    }),
-    codes: createOneTimeCodes({
-      sql: deps.sql,
-      masterKeys: deps.masterKeys,
-      clock: deps.clock,
-      ...(deps.mailQueue ? { mailQueue: deps.mailQueue } : {}),
-      ...(deps.mailer ? { mailer: deps.mailer } : {}),
-      ...(deps.sms ? { sms: deps.sms } : {}),
-    }),
-    cors,
+    cors: deps.cors,
     gate,
     signIns: createSignInEvents({ audit: deps.audit, count: deps.countSignIn ?? (() => {}) }),
     clients: deps.clients,
-    async endSessionsOf(accountId) {
-      await destroyFactorsOfAccount(deps.sql, accountId)
-      for (const grantId of await destroyByAccount(deps.sql, accountId)) await verifier!.grantRevoked(grantId)
-    },
-    destroyTenantGrantsOf: (tx, accountId, tenantId) =>
-      destroyGrantsWithResource(tx, {
-        accountId,
-        clientId: CONSOLE_CLIENT_ID,
-        resource: `${TENANT_RESOURCE_PREFIX}${tenantId}`,
-      }),
-    async grantsRevoked(grantIds) {
-      for (const grantId of grantIds) await verifier!.grantRevoked(grantId)
-    },
     async sweep() {
       const expiredModels =
         (await sweepExpiredModels(deps.sql, 10_000)) + (await sweepExpiredFactors(deps.sql, 10_000))
       const throttleRows = await deps.accounts.sweepThrottle()
-      const rotatedToVersion = await signingKeys.rotate({ olderThanDays: deps.config.signingKeyRotationDays })
+      const rotatedToVersion = await core.signingKeys.rotate({
+        olderThanDays: deps.config.signingKeyRotationDays,
+      })
       return { expiredModels, throttleRows, rotatedToVersion: rotatedToVersion ?? null }
     },
   }
+}
+
+/**
+ * The CORS allow-lists of the provider (spec 4.4): the tenants' applications' redirect origins,
+ * and the console's and partner portal's own. Built before the applications, which drop it on
+ * every change.
+ */
+export function createProviderCors(deps: {
+  bus: InvalidationBus
+  clock: Clock
+  config: IdentityConfig
+  /** Origins per tenant, from every tenant's applications. */
+  redirectOrigins: () => Promise<Map<string, Set<string>>>
+}): CorsAllowlist {
+  // The console and the partner portal are the service's own clients: one CORS list for both.
+  const consoleOrigins = () =>
+    [...deps.config.consoleRedirectUris, ...deps.config.partnerPortalRedirectUris].flatMap((uri) => {
+      try {
+        return [new URL(uri).origin]
+      } catch {
+        return []
+      }
+    })
+  return createCorsAllowlist({ bus: deps.bus, clock: deps.clock, load: deps.redirectOrigins, consoleOrigins })
 }

@@ -38,7 +38,7 @@ interface VocabularyRow {
 
 /** The vocabulary, documented row by row in docs/insights.md. */
 // biome-ignore format: one row per line, as the table it is
-export const VOCABULARY: readonly VocabularyRow[] = [
+const VOCABULARY: readonly VocabularyRow[] = [
   // What the key protects or serves.
   { label: 'payments', category: 'purpose', words: ['pay', 'payment', 'billing', 'checkout', 'card', 'merchant', 'refund', 'stripe', 'psp', 'acquirer'], stems: ['invoic'] },
   { label: 'pci-dss', category: 'purpose', words: ['pci', 'pcidss', 'cardholder'] },
@@ -220,7 +220,7 @@ function isSimilar(self: Profile, other: Profile): boolean {
   )
 }
 
-export const MIN_SIMILAR_CARRIERS = 2
+const MIN_SIMILAR_CARRIERS = 2
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 

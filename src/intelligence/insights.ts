@@ -2,7 +2,7 @@ import { ALGORITHM_NAMES, type AlgorithmName, algorithmByName, type KeyType } fr
 import type { InsightCriteria, InsightRows, PurposeGroupRow } from './intelligence-store.ts'
 
 /** Thresholds of the findings (docs/insights.md). */
-export const INSIGHT_THRESHOLDS = {
+const INSIGHT_THRESHOLDS = {
   /** An operation attempted on an expired key within this window makes it "still in use". */
   expiredInUseWindowDays: 30,
   /** A key expiring within this many days is flagged. */
@@ -13,7 +13,7 @@ export const INSIGHT_THRESHOLDS = {
   unusedDays: 90,
 } as const
 
-export type Severity = 'critical' | 'warning' | 'info'
+type Severity = 'critical' | 'warning' | 'info'
 
 export interface Finding {
   code:
@@ -38,7 +38,7 @@ export interface Finding {
 }
 
 /** Keys of one type and algorithm that share one label or one significant word. */
-export interface PurposeGroup {
+interface PurposeGroup {
   keyType: KeyType
   algorithm: AlgorithmName
   shared: { kind: 'label' | 'word'; value: string }

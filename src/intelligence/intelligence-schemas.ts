@@ -3,7 +3,7 @@ import { nameSchema, PageQuery, Timestamp, Uuid } from '../http/http-schemas.ts'
 
 const KeyRef = Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false })
 
-export const PurposeGroupSchema = Type.Object(
+const PurposeGroupSchema = Type.Object(
   {
     keyType: Type.String(),
     algorithm: Type.String(),
@@ -21,7 +21,7 @@ export const PurposeGroupSchema = Type.Object(
 )
 nameSchema(PurposeGroupSchema, 'InsightPurposeGroup')
 
-export const FindingSchema = Type.Object(
+const FindingSchema = Type.Object(
   {
     code: Type.Enum(
       [

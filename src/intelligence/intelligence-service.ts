@@ -31,7 +31,7 @@ import {
 import type { KeyFacts, TagEngine } from './tag-engine.ts'
 
 /** Spec section 8: bulk suggestions run in batches of 10 keys. */
-export const SUGGESTION_BATCH_SIZE = 10
+const SUGGESTION_BATCH_SIZE = 10
 /** A tenant's keys a bulk job (or one key's suggestions) looks at, at most. */
 const MAX_KEYS = 10_000
 /** A worker holds a job this long per claim; a worker that died lets go after it. */
@@ -58,7 +58,7 @@ const REPORT_CONCURRENCY = 2
  */
 const REPORT_STATEMENT_TIMEOUT_MS = 30_000
 
-export interface SuggestionView {
+interface SuggestionView {
   id: string
   keyId: string
   label: string
@@ -71,7 +71,7 @@ export interface SuggestionView {
   decidedBy: string | null
 }
 
-export interface JobView {
+interface JobView {
   id: string
   status: JobRow['status']
   totalKeys: number
@@ -87,7 +87,7 @@ export interface JobView {
   error: string | null
 }
 
-export interface InsightsView {
+interface InsightsView {
   generatedAt: string
   summary: { critical: number; warning: number; info: number }
   findings: Finding[]

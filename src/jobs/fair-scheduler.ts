@@ -5,7 +5,7 @@
  * many slots busy and every other tenant's next task starts at the next free slot instead of
  * behind the whole backlog.
  *
- * The webhook delivery worker hands each attempt over here (job-runner.ts). The queues live in
+ * The webhook deliveries' consumer hands each attempt over here (src/webhooks/webhooks-jobs.ts). The queues live in
  * memory only: what is due lives in PostgreSQL (the outbox), and the webhook sweep sends again
  * any delivery whose attempt did not happen, so a task lost with its process is not lost.
  */

@@ -1,66 +1,32 @@
 import { type Job, Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { AccessPolicyService } from '../access-policies/access-policy-service.ts'
-import type { BillingService } from '../billing/billing-service.ts'
-import type { CloudExportService } from '../cloud-export/cloud-export-service.ts'
 import type { JobsConfig } from '../config.ts'
-import type { EndUserService } from '../endusers/enduser-service.ts'
-import type { FederationService } from '../federation/saml-service.ts'
-import type { Identity } from '../identity/identity-service.ts'
-import type { IntelligenceService } from '../intelligence/intelligence-service.ts'
-import type { KeyService } from '../keys/key-service.ts'
-import {
-  ACCESS_DECISION_JOB,
-  ACCOUNT_LINK_EMAIL_JOB,
-  type AccessDecisionJob,
-  type AccountLinkEmailJob,
-  ENDUSER_SIGNUP_EMAIL_JOB,
-  type EndUserSignUpEmailJob,
-  INVITATION_EMAIL_JOB,
-  type InvitationEmailJob,
-  MAIL_QUEUE,
-  mailJobOptions,
-  ONE_TIME_CODE_JOB,
-  type OneTimeCodeJob,
-  PARTNER_DECISION_JOB,
-  type PartnerDecisionJob,
-  SIGNUP_EMAIL_JOB,
-  type SignupEmailJob,
-} from '../mail/mail-queue.ts'
-import type { PartnerService } from '../partners/partner-service.ts'
-import type { RotationService } from '../rotation/rotation-service.ts'
-import type { SecretService } from '../secrets/secret-service.ts'
-import type { SignupService } from '../signup/signup-service.ts'
-import type { TeamService } from '../team/team-service.ts'
-import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
-import { createFairScheduler } from './fair-scheduler.ts'
+import type { JobQueue, MailKind, ModuleJobs, QueueConsumer, Sweep, SweepQueue } from '../platform/module.ts'
+import { jobOptionsOf, MAIL_QUEUE } from './job-queue.ts'
 
 /**
- * Background work on BullMQ (docs/jobs.md). BullMQ decides *when* work runs; PostgreSQL holds
- * *what* is due, so every job is a sweep or an attempt that is safe to run twice, late, or in
- * several processes at once:
- * - `rotation-sweep`: rotates each key whose policy is due, once (row lock + re-check);
- * - `lifecycle-sweep`: marks keys past their expiry, destroys keys past their deletion date,
- *   purges secrets deleted longer ago than their restore window;
- * - `webhook-sweep`: re-sends delivery jobs lost with Redis (the outbox is in PostgreSQL);
- * - `deliver`: one attempt of one webhook delivery, claimed in PostgreSQL before it is made.
- *   The job hands the attempt to a fair scheduler (fair-scheduler.ts) and completes: attempts
- *   run `concurrency` at a time, round-robin across tenants, at most `tenantConcurrency` per
- *   tenant, so one tenant's slow receivers cannot delay another tenant's deliveries;
- * - `cloud-export-sweep` (queue `integrations`): pushes the cloud KMS exports that are due,
- *   each claimed with a lease in PostgreSQL, retried by the export's own backoff;
- * - `tag-suggestion-sweep` (queue `integrations`): works on bulk tag-suggestion jobs, batch by
- *   batch, each batch committed with its progress under the job's lease.
- * The sweeps are BullMQ job schedulers, upserted at start and again whenever the connection
- * to Redis is re-established, so a Redis that restarted empty gets them back.
+ * Background work on BullMQ (docs/jobs.md), for the modules that declare it (`ModuleJobs`):
+ * BullMQ decides *when* work runs; PostgreSQL holds *what* is due, so every job is a sweep or an
+ * attempt that is safe to run twice, late, or in several processes at once.
+ * - each module's sweeps run every `config.sweepMs` on their queue: `maintenance` (one at a
+ *   time) or `integrations` (work that waits on other services: a slow cloud or model never holds
+ *   up the other sweeps; two at a time). They are BullMQ job schedulers, upserted at start and
+ *   again whenever the connection to Redis is re-established, so a Redis that restarted empty
+ *   gets them back;
+ * - `mail`: one e-mail (or SMS) per job, handed to the module's `MailKind` by the job's name;
+ *   BullMQ retries a failed send (the job's `attempts`), the last attempt is `final`;
+ * - `mail-sweep` (maintenance): a message queued longer than the grace whose job is gone (Redis
+ *   restarted empty) is queued again under the same job id, with one attempt;
+ * - each module's own queues (`QueueConsumer`: webhook deliveries and their fair scheduler).
+ * This file names no domain: the modules bring their jobs (src/<domain>/<domain>-jobs.ts).
  */
 export interface JobRunner {
   /** Stops taking jobs and waits for the running ones to finish. */
   stop(): Promise<void>
 }
 
-export interface JobDeps {
+export interface JobRunnerDeps {
   redisUrl: string
   /** Prefix of every Redis key (KMS_REDIS_PREFIX). */
   prefix: string
@@ -68,30 +34,8 @@ export interface JobDeps {
   namespace: string
   config: JobsConfig
   logger: Logger
-  rotation: Pick<RotationService, 'rotateDue'>
-  keys: Pick<KeyService, 'expireDue' | 'destroyDue'>
-  secrets: Pick<SecretService, 'purgeDue'>
-  webhooks: Pick<WebhookService, 'attempt' | 'overdue'>
-  /** Invitation e-mails: one send per job, and the sends whose job was lost. */
-  team: Pick<TeamService, 'deliverInvitation' | 'overdueInvitations'>
-  /** The provider's expired rows, sign-in throttle windows, the token signing key's rotation. */
-  identity: Pick<Identity, 'sweep' | 'links' | 'codes'>
-  /** The e-mail telling an end-user of the decision on their access request. */
-  accessPolicies: Pick<AccessPolicyService, 'deliverDecision'>
-  /** The usage meter's rows, folded (lifecycle sweep). */
-  billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>
-  /** Last month's partner commissions, once per referral (lifecycle sweep). */
-  partners: Pick<PartnerService, 'calculateCommissions' | 'deliverDecision'>
-  /** Sign-ups' confirmation e-mails, and those whose job was lost. */
-  signups: Pick<SignupService, 'deliver' | 'overdue'>
-  /** Sign-up links of applications' pages, and those whose job was lost. */
-  endusers: Pick<EndUserService, 'deliverSignUp' | 'overdueSignUps'>
-  /** Cloud KMS exports due for a push (their own queue and sweep). */
-  cloudExports: Pick<CloudExportService, 'syncDue'>
-  /** Bulk tag-suggestion jobs (the integrations queue) and the key-use meter's fold (lifecycle). */
-  intelligence: Pick<IntelligenceService, 'runJobs' | 'foldKeyUse'>
-  /** SAML requests and assertion ids past their time. */
-  federation: Pick<FederationService, 'sweep'>
+  /** Every module's jobs (`Module.jobs`). */
+  modules: readonly ModuleJobs[]
   /** How long stop() waits for running jobs before closing the workers regardless. */
   closeTimeoutMs: number
   /** Told of every finished job: queue, job name, outcome and run time (metrics). */
@@ -104,253 +48,164 @@ export interface JobDeps {
 }
 
 const MAINTENANCE = 'maintenance'
-const WEBHOOKS = 'webhooks'
-/**
- * Work that waits on other services (cloud KMS pushes, a language model's tag suggestions): a
- * queue of its own, so a slow cloud or model never holds up the other sweeps.
- */
 const INTEGRATIONS = 'integrations'
-const CLOUD_EXPORT_SWEEP = 'cloud-export-sweep'
-const TAG_SUGGESTION_SWEEP = 'tag-suggestion-sweep'
-/** Batches one tag-suggestion tick works through at most (the next tick goes on). */
-const SUGGESTION_BATCHES_PER_TICK = 20
-const SWEEPS = ['rotation-sweep', 'lifecycle-sweep', 'webhook-sweep', 'identity-sweep'] as const
-/**
- * Attempts a job process holds in memory at most; beyond it, jobs stay in Redis until room
- * frees. Large enough that a flood of one tenant is taken in and the next tenant's job behind it
- * still reaches the scheduler; a few hundred bytes each.
- */
-const MAX_QUEUED_ATTEMPTS = 50_000
-const HANDOVER_CONCURRENCY = 8
+/** The sweep of lost mail jobs (on maintenance). */
+const MAIL_SWEEP = 'mail-sweep'
+const SWEEP_QUEUES: Record<SweepQueue, { concurrency: number }> = {
+  // One sweep at a time: they take rows of the same tables.
+  maintenance: { concurrency: 1 },
+  // One tick of each integration sweep at a time, side by side.
+  integrations: { concurrency: 2 },
+}
+const MAIL_CONCURRENCY = 4
+const schedulerOpts = { removeOnComplete: true, removeOnFail: 100 }
 
-export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
+/** One send per job id; BullMQ retries a failed send `attempts` times with backoff (job-queue.ts). */
+const mailJobOptions = (jobId: string, attempts: number) => ({
+  jobId,
+  attempts,
+  backoff: { type: 'exponential' as const, delay: 2000 },
+  removeOnComplete: true,
+  removeOnFail: 1000,
+})
+
+/** The modules' declarations, checked: every name is unique, no queue is taken twice. */
+function collect(modules: readonly ModuleJobs[]) {
+  const sweeps = new Map<string, Sweep>()
+  const kinds = new Map<string, MailKind>()
+  const consumers = new Map<string, QueueConsumer>()
+  for (const jobs of modules) {
+    for (const sweep of jobs.sweeps ?? []) {
+      if (sweeps.has(sweep.name) || sweep.name === MAIL_SWEEP)
+        throw new Error(`jobs: two sweeps are named ${sweep.name}`)
+      if (!(sweep.queue in SWEEP_QUEUES))
+        throw new Error(`jobs: sweep ${sweep.name} has no queue ${sweep.queue}`)
+      sweeps.set(sweep.name, sweep)
+    }
+    for (const kind of jobs.mail ?? []) {
+      if (kinds.has(kind.kind)) throw new Error(`jobs: two mail kinds are named ${kind.kind}`)
+      kinds.set(kind.kind, kind)
+    }
+    for (const consumer of jobs.consumers ?? []) {
+      if (consumers.has(consumer.queue) || consumer.queue in SWEEP_QUEUES || consumer.queue === MAIL_QUEUE)
+        throw new Error(`jobs: queue ${consumer.queue} is consumed twice`)
+      consumers.set(consumer.queue, consumer)
+    }
+  }
+  return { sweeps, kinds, consumers }
+}
+
+export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
   const { config, logger } = deps
+  const { sweeps, kinds, consumers } = collect(deps.modules)
+  const overdueKinds = [...kinds.values()].filter((kind) => kind.overdue)
   // BullMQ needs commands to wait for a reconnection instead of failing after 20 retries.
   const connection = new Redis(deps.redisUrl, { maxRetriesPerRequest: null, connectionName: 'kms-jobs' })
   connection.on('error', (err) => logger.warn({ err: { message: err.message } }, 'jobs: Redis error'))
   const options = { connection, prefix: `${deps.prefix}jobs:${deps.namespace}` }
-  const maintenance = new Queue(MAINTENANCE, options)
-  const cloudQueue = new Queue(INTEGRATIONS, options)
-  cloudQueue.on('error', () => {})
-  const deliveries = new Queue(WEBHOOKS, options)
+  const queues = {
+    maintenance: new Queue(MAINTENANCE, options),
+    integrations: new Queue(INTEGRATIONS, options),
+  } satisfies Record<SweepQueue, Queue>
   const mail = new Queue(MAIL_QUEUE, options)
-  mail.on('error', () => {})
   // The queues report the shared connection's errors, which the connection already logs.
-  maintenance.on('error', () => {})
-  deliveries.on('error', () => {})
-
-  const schedule = async (attempts: readonly NextAttempt[]) => {
-    for (const next of attempts) {
-      // One job id per attempt: adding it twice while it waits is a no-op.
-      await deliveries.add(
-        'deliver',
-        { deliveryId: next.deliveryId, queue: next.queue, attempt: next.attempt },
-        {
-          jobId: `${next.deliveryId}.${next.attempt}`,
-          delay: next.delayMs,
-          attempts: 1,
-          removeOnComplete: true,
-          removeOnFail: 1000,
-        },
-      )
-    }
+  for (const queue of [...Object.values(queues), mail]) queue.on('error', () => {})
+  /**
+   * What the sweeps and consumers queue their follow-up jobs with (webhook attempts): this
+   * runner's own connection, whose commands wait for Redis to come back, so a sweep queues what
+   * it did rather than failing while Redis restarts.
+   */
+  const produced = new Map<string, Queue>()
+  const producer: JobQueue = {
+    async enqueue(queueName, name, payload, jobOptions) {
+      let queue = produced.get(queueName)
+      if (!queue) {
+        queue = new Queue(queueName, options)
+        queue.on('error', () => {})
+        produced.set(queueName, queue)
+      }
+      await queue.add(name, payload, jobOptionsOf(jobOptions))
+    },
   }
+
+  /** The schedulers each queue should have: its modules' sweeps (and the mail sweep). */
+  const scheduled: Record<SweepQueue, string[]> = { maintenance: [], integrations: [] }
+  for (const sweep of sweeps.values()) scheduled[sweep.queue].push(sweep.name)
+  if (overdueKinds.length > 0) scheduled.maintenance.push(MAIL_SWEEP)
 
   const upsertSchedulers = async () => {
-    for (const name of SWEEPS) {
-      await maintenance.upsertJobScheduler(
-        name,
-        { every: config.sweepMs },
-        { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
-      )
+    for (const [queueName, names] of Object.entries(scheduled) as [SweepQueue, string[]][]) {
+      const queue = queues[queueName]
+      for (const name of names)
+        await queue.upsertJobScheduler(name, { every: config.sweepMs }, { name, opts: schedulerOpts })
+      // A sweep no module declares any more (renamed or retired by an upgrade, as the
+      // `lifecycle-sweep` of earlier releases) stops being scheduled.
+      for (const existing of await queue.getJobSchedulers()) {
+        const id = existing.key
+        if (!names.includes(id)) await queue.removeJobScheduler(id)
+      }
     }
-    for (const name of [CLOUD_EXPORT_SWEEP, TAG_SUGGESTION_SWEEP])
-      await cloudQueue.upsertJobScheduler(
-        name,
-        { every: config.sweepMs },
-        { name, opts: { removeOnComplete: true, removeOnFail: 100 } },
-      )
   }
 
-  // Each tick pushes what is due (claimed in PostgreSQL with a lease, so two job processes never
-  // push one export at once); failures are retried with backoff by the export's own schedule.
-  const cloudWorker = new Worker(
-    INTEGRATIONS,
-    async (job: Job) => {
-      if (job.name === TAG_SUGGESTION_SWEEP) {
-        const result = await deps.intelligence.runJobs({ maxBatches: SUGGESTION_BATCHES_PER_TICK })
-        // A failed batch is retried later (or fails its job): said, and the tick goes on.
-        if (result.failed > 0) logger.warn(result, 'tag suggestion sweep: batches failed')
-        else if (result.batches > 0) logger.info(result, 'tag suggestion sweep')
-        return result
-      }
-      const result = await deps.cloudExports.syncDue()
-      if (result.attempted > 0) logger.info(result, 'cloud export sweep')
-      return result
-    },
-    // One tick of each sweep at a time, side by side.
-    { ...options, concurrency: 2 },
-  )
+  // A message queued longer than this whose job is gone was lost (Redis restarted empty).
+  const mailGraceMs = Math.max(60_000, 3 * config.sweepMs)
+  const mailSweep = async () => {
+    const resent: Record<string, number> = {}
+    for (const kind of overdueKinds) {
+      const lost = await kind.overdue!(mailGraceMs)
+      // The same job id as the first enqueue: a job that is in fact still there is not doubled.
+      for (const job of lost) await mail.add(kind.kind, job.payload, mailJobOptions(job.id, 1))
+      if (lost.length > 0) resent[kind.kind] = lost.length
+    }
+    if (Object.keys(resent).length > 0) logger.info({ resent }, 'mail sweep: lost messages queued again')
+    return { resent }
+  }
 
-  const maintenanceWorker = new Worker(
-    MAINTENANCE,
-    async (job: Job) => {
-      const sweepId = `job:${job.id}`
-      if (job.name === 'rotation-sweep') {
-        const result = await deps.rotation.rotateDue(sweepId)
-        if (result.rotated > 0 || result.skipped > 0)
-          logger.info({ ...result, deliveries: result.deliveries.length }, 'rotation sweep')
-        await schedule(result.deliveries)
-        return { rotated: result.rotated, skipped: result.skipped }
-      }
-      if (job.name === 'lifecycle-sweep') {
-        const expired = await deps.keys.expireDue(sweepId)
-        const destroyed = await deps.keys.destroyDue(sweepId)
-        const purgedSecrets = await deps.secrets.purgeDue(sweepId)
-        const foldedUsage = await deps.billing.foldUsage()
-        const foldedKeyUse = await deps.intelligence.foldKeyUse()
-        // Last month's invoices: issued once per tenant (the unique key), whichever sweep gets there.
-        const invoices = await deps.billing.issueInvoices()
-        if (invoices.issued > 0) logger.info(invoices, 'invoices issued')
-        const commissions = await deps.partners.calculateCommissions()
-        if (commissions.calculated > 0) logger.info(commissions, 'commissions calculated')
-        if (expired > 0 || destroyed > 0 || purgedSecrets > 0) {
-          logger.info({ expired, destroyed, purgedSecrets }, 'lifecycle sweep')
-        }
-        return {
-          expired,
-          destroyed,
-          purgedSecrets,
-          foldedUsage,
-          foldedKeyUse,
-          invoicesIssued: invoices.issued,
-          commissions: commissions.calculated,
-        }
-      }
-      if (job.name === 'identity-sweep') {
-        const swept = { ...(await deps.identity.sweep()), samlRows: await deps.federation.sweep() }
-        // A queued invitation e-mail whose job was lost (Redis restarted empty) is sent again.
-        const grace = Math.max(60_000, 3 * config.sweepMs)
-        const lost = await deps.team.overdueInvitations(grace)
-        for (const send of lost) {
-          await mail.add(
-            INVITATION_EMAIL_JOB,
-            send,
-            mailJobOptions(`${send.invitationId}.${send.sendCount}`, 1),
-          )
-        }
-        // Likewise a reset or set-up link's e-mail.
-        const lostLinks = await deps.identity.links.overdue(grace)
-        for (const linkId of lostLinks) {
-          await mail.add(ACCOUNT_LINK_EMAIL_JOB, { linkId }, mailJobOptions(`link.${linkId}`, 1))
-        }
-        // And a sign-up's confirmation.
-        const lostSignups = await deps.signups.overdue(grace)
-        for (const signupId of lostSignups) {
-          await mail.add(SIGNUP_EMAIL_JOB, { signupId }, mailJobOptions(`signup.${signupId}`, 1))
-        }
-        // And an application's sign-up link.
-        const lostEndUserSignUps = await deps.endusers.overdueSignUps(grace)
-        for (const requestId of lostEndUserSignUps) {
-          await mail.add(
-            ENDUSER_SIGNUP_EMAIL_JOB,
-            { requestId },
-            mailJobOptions(`enduser-signup.${requestId}`, 1),
-          )
-        }
-        const resent = {
-          resentInvitations: lost.length,
-          resentLinks: lostLinks.length,
-          resentSignups: lostSignups.length + lostEndUserSignUps.length,
-        }
-        if (
-          swept.expiredModels > 0 ||
-          swept.rotatedToVersion !== null ||
-          lost.length + lostLinks.length + resent.resentSignups > 0
-        ) {
-          logger.info({ ...swept, ...resent }, 'identity sweep')
-        }
-        return { ...swept, ...resent }
-      }
-      if (job.name === 'webhook-sweep') {
-        // A delivery job normally runs within moments of its due time; one overdue by several
-        // sweeps was lost (Redis restarted empty) and is sent again.
-        const lost = await deps.webhooks.overdue(Math.max(5000, 3 * config.sweepMs))
-        await schedule(lost)
-        return { resent: lost.length }
-      }
-      return null
-    },
-    { ...options, concurrency: 1 },
-  )
-  const fair = createFairScheduler({
-    concurrency: config.concurrency,
-    perTenantLimit: config.tenantConcurrency,
-    maxQueued: MAX_QUEUED_ATTEMPTS,
-    onError: (err) =>
-      logger.warn({ job: 'deliver', err: { message: (err as Error).message } }, 'webhook attempt failed'),
-  })
-  const deliveryWorker = new Worker(
-    WEBHOOKS,
-    async (job: Job<{ deliveryId: string; queue?: string; tenantId?: string; attempt: number }>) => {
-      const { deliveryId, attempt } = job.data
-      await fair.whenRoom()
-      // Jobs queued by earlier releases carry `tenantId`, or nothing (then the delivery is its own queue).
-      fair.submit(job.data.queue ?? job.data.tenantId ?? deliveryId, `${deliveryId}.${attempt}`, async () => {
-        // The BullMQ job completes at hand-off, so the attempt itself is counted here.
-        const started = performance.now()
-        let outcome: 'completed' | 'failed' = 'failed'
-        try {
-          const next = await deps.webhooks.attempt(deliveryId, attempt)
-          if (next) await schedule([next])
-          outcome = 'completed'
-        } finally {
-          deps.onJobDone?.(WEBHOOKS, 'attempt', outcome, (performance.now() - started) / 1000)
-        }
-      })
-    },
-    // Hand-overs are quick; the attempts' own limit is the scheduler's.
-    { ...options, concurrency: HANDOVER_CONCURRENCY },
-  )
-  // One e-mail (an invitation, a reset or set-up link) per job; BullMQ retries a failed send (the job's `attempts`), and the
-  // last failure is recorded on the invitation and in the audit log.
-  const mailWorker = new Worker(
-    MAIL_QUEUE,
-    async (
-      job: Job<
-        | InvitationEmailJob
-        | AccountLinkEmailJob
-        | OneTimeCodeJob
-        | AccessDecisionJob
-        | SignupEmailJob
-        | EndUserSignUpEmailJob
-        | PartnerDecisionJob
-      >,
-    ) => {
-      const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
-      if (job.name === INVITATION_EMAIL_JOB)
-        return deps.team.deliverInvitation(job.data as InvitationEmailJob, final)
-      if (job.name === ACCOUNT_LINK_EMAIL_JOB)
-        return deps.identity.links.deliver((job.data as AccountLinkEmailJob).linkId, final)
-      if (job.name === ONE_TIME_CODE_JOB)
-        return deps.identity.codes.deliver((job.data as OneTimeCodeJob).otpId, final)
-      if (job.name === ACCESS_DECISION_JOB)
-        return deps.accessPolicies.deliverDecision((job.data as AccessDecisionJob).requestId, final)
-      if (job.name === SIGNUP_EMAIL_JOB)
-        return deps.signups.deliver((job.data as SignupEmailJob).signupId, final)
-      if (job.name === ENDUSER_SIGNUP_EMAIL_JOB)
-        return deps.endusers.deliverSignUp((job.data as EndUserSignUpEmailJob).requestId, final)
-      if (job.name === PARTNER_DECISION_JOB)
-        return deps.partners.deliverDecision((job.data as PartnerDecisionJob).partnerId, final)
-      return null
-    },
-    { ...options, concurrency: 4 },
-  )
+  const runSweep = async (job: Job) => {
+    if (job.name === MAIL_SWEEP) return mailSweep()
+    const sweep = sweeps.get(job.name)
+    // A job of a sweep no module declares (an earlier release's scheduler, until it is removed).
+    if (!sweep) return null
+    const result = await sweep.run(`job:${job.id}`, producer)
+    if (result.worked) logger.info({ ...result.details }, result.message ?? sweep.name)
+    return result.details ?? null
+  }
+
+  const workers: Worker[] = []
+  for (const queueName of Object.keys(SWEEP_QUEUES) as SweepQueue[])
+    workers.push(new Worker(queueName, runSweep, { ...options, ...SWEEP_QUEUES[queueName] }))
+
+  // One e-mail per job; BullMQ retries a failed send (the job's `attempts`), and the module
+  // records the last failure (`final`).
+  if (kinds.size > 0)
+    workers.push(
+      new Worker(
+        MAIL_QUEUE,
+        async (job: Job<object>) => {
+          const kind = kinds.get(job.name)
+          if (!kind) return null
+          const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+          return kind.deliver(job.data, final)
+        },
+        { ...options, concurrency: MAIL_CONCURRENCY },
+      ),
+    )
+
+  const consuming: Array<{ consumer: QueueConsumer; worker: Worker }> = []
+  for (const consumer of consumers.values()) {
+    const worker = new Worker(consumer.queue, (job: Job) => consumer.handle(job.name, job.data, producer), {
+      ...options,
+      concurrency: consumer.concurrency,
+    })
+    consuming.push({ consumer, worker })
+    workers.push(worker)
+  }
+
   const runTime = (job: Job | undefined) =>
     job?.processedOn !== undefined && job.finishedOn !== undefined
       ? (job.finishedOn - job.processedOn) / 1000
       : undefined
-  for (const worker of [maintenanceWorker, deliveryWorker, mailWorker, cloudWorker]) {
+  for (const worker of workers) {
     worker.on('completed', (job) => deps.onJobDone?.(worker.name, job.name, 'completed', runTime(job)))
     worker.on('failed', (job, err) => {
       logger.warn({ job: job?.name, err: { message: err.message } }, 'job failed')
@@ -369,7 +224,14 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
   connection.on('ready', reschedule)
   if (connection.status === 'ready') reschedule()
   logger.info(
-    { sweepMs: config.sweepMs, concurrency: config.concurrency, queues: options.prefix },
+    {
+      sweepMs: config.sweepMs,
+      concurrency: config.concurrency,
+      queues: options.prefix,
+      sweeps: [...scheduled.maintenance, ...scheduled.integrations],
+      mail: [...kinds.keys()],
+      consumers: [...consumers.keys()],
+    },
     'background jobs started',
   )
 
@@ -380,7 +242,6 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       // Waiting for running jobs needs Redis: without it (or past the deadline) BullMQ's close
       // never settles, so the workers are closed at once; a job cut short is retried, and every
       // job is safe to run again (see above).
-      const workers = [maintenanceWorker, deliveryWorker, mailWorker, cloudWorker]
       const graceful =
         connection.status === 'ready'
           ? Promise.all(workers.map((worker) => worker.close())).then(() => true)
@@ -389,11 +250,21 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
       const deadline = new Promise<false>((resolve) => {
         timer = setTimeout(() => resolve(false), deps.closeTimeoutMs)
       })
-      // Attempts still queued in memory are dropped: their deliveries are pending in PostgreSQL
-      // and the webhook sweep of a running job process sends them again.
-      const attempts = fair.stop()
+      // The workers take no more jobs (closing): the consumers stop their own work (webhook
+      // attempts still queued in memory are dropped; their deliveries are pending in PostgreSQL
+      // and the webhook sweep of a running job process sends them again).
+      const consumersStopped = Promise.all(
+        consuming.map(({ consumer }) =>
+          (consumer.stop?.() ?? Promise.resolve()).catch((err: Error) =>
+            logger.warn(
+              { queue: consumer.queue, err: { message: err.message } },
+              'jobs: consumer stop failed',
+            ),
+          ),
+        ),
+      )
       const finished = await Promise.race([
-        Promise.all([graceful, attempts]).then(([done]) => done),
+        Promise.all([graceful, consumersStopped]).then(([done]) => done),
         deadline,
       ])
       clearTimeout(timer)
@@ -401,7 +272,7 @@ export async function startJobRunner(deps: JobDeps): Promise<JobRunner> {
         logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')
         await Promise.all(workers.map((worker) => worker.close(true)))
       }
-      await Promise.all([maintenance.close(), deliveries.close(), mail.close(), cloudQueue.close()])
+      await Promise.all([...Object.values(queues), mail, ...produced.values()].map((queue) => queue.close()))
       connection.disconnect()
     },
   }

@@ -25,13 +25,13 @@ export interface MasterKeyring {
   find(id: string): MasterKey | undefined
 }
 
-export const MASTER_KEY_BYTES = 32
+const MASTER_KEY_BYTES = 32
 
 export function masterKeyId(raw: Uint8Array): string {
   return `mk_${createHmac('sha256', raw).update('kms master key id v1').digest('hex').slice(0, 16)}`
 }
 
-export function parseMasterKey(text: string, origin: string): Buffer {
+function parseMasterKey(text: string, origin: string): Buffer {
   const trimmed = text.trim()
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(trimmed))
     throw new ConfigError(`${origin}: the master key is not base64`)

@@ -26,9 +26,9 @@ export interface RewrapResult {
   unreadable: number
 }
 
-export const NOTHING_REWRAPPED: RewrapResult = Object.freeze({ rewrapped: 0, unreadable: 0 })
+const NOTHING_REWRAPPED: RewrapResult = Object.freeze({ rewrapped: 0, unreadable: 0 })
 
-export function addResults(a: RewrapResult, b: RewrapResult): RewrapResult {
+function addResults(a: RewrapResult, b: RewrapResult): RewrapResult {
   return { rewrapped: a.rewrapped + b.rewrapped, unreadable: a.unreadable + b.unreadable }
 }
 

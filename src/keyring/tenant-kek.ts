@@ -17,7 +17,7 @@ export interface WrappedKek {
   masterKeyId: string
 }
 
-export class UnknownMasterKeyError extends Error {
+class UnknownMasterKeyError extends Error {
   constructor(masterKeyId: string) {
     super(`the KEK is wrapped by master key ${masterKeyId}, which this process does not have`)
   }

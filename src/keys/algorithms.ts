@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 
 /** Spec section 2.1: every algorithm, the key types it serves and how it is made. */
-export const KEY_TYPES = ['Encryption', 'Signing', 'HMAC'] as const
+const KEY_TYPES = ['Encryption', 'Signing', 'HMAC'] as const
 export type KeyType = (typeof KEY_TYPES)[number]
 
 export const ALGORITHM_NAMES = [

@@ -4,7 +4,7 @@ import { createReadThroughCache } from '../data/read-through-cache.ts'
 import type { KeyType } from './algorithms.ts'
 import { getDefaultKey, getKey, type KeyRow } from './key-store.ts'
 
-export const KEY_INVALIDATION_TOPIC = 'key'
+const KEY_INVALIDATION_TOPIC = 'key'
 
 /**
  * Key rows as the cryptographic operations read them, cached per process so an operation costs

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { access } from '../auth/access.ts'
-import { actorOf, principalOf } from '../auth/request-context.ts'
+import { actorOf, missingScopesFor } from '../auth/request-context.ts'
 import { errorResponses, toDate } from '../http/http-schemas.ts'
 import { parseInclude } from '../http/include.ts'
 import { AppError } from '../platform/errors.ts'
@@ -24,10 +25,24 @@ import {
   PublicKeySchema,
   UpdateKeyBody,
 } from './key-schemas.ts'
-import { EXPIRY_ALERT_DAYS, type KeyService, type KeyView } from './key-service.ts'
+import { EXPIRY_ALERT_DAYS, type KeyCaller, type KeyService, type KeyView } from './key-service.ts'
 import type { KeyListPosition, KeySort } from './key-store.ts'
 
 const TAGS = ['Keys']
+
+/**
+ * Making a key the tenant's default (the key callers that omit keyId use) is a data-access
+ * decision: besides keys:write it needs the scope that uses keys of the type, and every key type
+ * is used under encryption:write. The service tells when a request changes the default.
+ */
+const DEFAULT_KEY = 'defaultKey'
+const WRITES_KEYS = access.withConditions(access.scope('keys:write'), {
+  [DEFAULT_KEY]: ['keys:write', 'encryption:write'],
+})
+
+const keyCallerOf = (request: FastifyRequest): KeyCaller => ({
+  missingForDefault: missingScopesFor(request, DEFAULT_KEY),
+})
 
 /** Spec 2.2's download table: extension and media type per format. */
 const DOWNLOAD: Record<PublicFormat, { extension: string; contentType: string }> = {
@@ -97,7 +112,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/keys',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: WRITES_KEYS },
         schema: {
           tags: TAGS,
           summary: 'Generate a key (Active at once, public key available at once)',
@@ -114,7 +129,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
             ...rest,
             ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
           },
-          principalOf(request),
+          keyCallerOf(request),
         )
         return reply.code(201).send(key)
       },
@@ -123,7 +138,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.post(
       '/keys/import',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: WRITES_KEYS },
         schema: {
           tags: TAGS,
           summary: 'Import a private key (BYOK); the material is sealed before the response',
@@ -141,7 +156,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
             material: keyMaterial,
             ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt, 'body/expiresAt') } : {}),
           },
-          principalOf(request),
+          keyCallerOf(request),
         )
         return reply.code(201).send(key)
       },
@@ -212,7 +227,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
     app.patch(
       '/keys/:keyId',
       {
-        config: { access: access.scope('keys:write') },
+        config: { access: WRITES_KEYS },
         schema: {
           tags: TAGS,
           summary: 'Update name, description, labels, expiration, default or favourite status',
@@ -233,7 +248,7 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
               ? { expiresAt: expiresAt === null ? null : toDate(expiresAt, 'body/expiresAt') }
               : {}),
           },
-          principalOf(request),
+          keyCallerOf(request),
         )
       },
     )

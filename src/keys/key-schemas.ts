@@ -10,7 +10,7 @@ const KeyName = Printable(200, 'Unique within the tenant')
 const Description = Text(1000, 'Free text')
 const Labels = Type.Array(Printable(64, 'A label'), { maxItems: 50, description: 'Tags (a set)' })
 
-export const KeyStateSchema = Type.Enum(KEY_STATES, { description: 'Lifecycle state (spec section 3)' })
+const KeyStateSchema = Type.Enum(KEY_STATES, { description: 'Lifecycle state (spec section 3)' })
 
 export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })
 

@@ -80,7 +80,7 @@ export interface KeyView {
   scheduledDeletionDate: string | null
 }
 
-export function toKeyView(row: KeyRow, now: Date): KeyView {
+function toKeyView(row: KeyRow, now: Date): KeyView {
   const state = keyState(row, now)
   return {
     id: row.id,
@@ -106,7 +106,7 @@ export function toKeyView(row: KeyRow, now: Date): KeyView {
   }
 }
 
-export interface KeyAttributes {
+interface KeyAttributes {
   name: string
   keyType: KeyType
   algorithm?: AlgorithmName | undefined
@@ -119,30 +119,23 @@ export interface KeyAttributes {
 }
 
 /**
- * What the service needs to know of the caller for decisions beyond the route's scope: the
- * caller's scopes (making a key the tenant default needs its type's use scope as well).
+ * What the service needs to know of the caller for decisions beyond the route's scope. Changing
+ * which key callers that omit keyId use (the tenant's default) needs more than keys:write: the
+ * routes declare which scopes (key-routes.ts, condition DEFAULT_KEY), the service tells when a
+ * request changes the default.
  */
 export interface KeyCaller {
-  scopes: ReadonlySet<string>
+  /** The scopes the caller lacks to change the tenant's default key; none: allowed. */
+  missingForDefault: readonly string[]
 }
 
-/**
- * Changing which key callers that omit keyId use is a data-access decision: it needs keys:write
- * and the scope that uses keys of the type (every key type is used under encryption:write).
- */
-export const DEFAULT_KEY_SCOPES: Record<KeyType, readonly string[]> = {
-  Encryption: ['keys:write', 'encryption:write'],
-  Signing: ['keys:write', 'encryption:write'],
-  HMAC: ['keys:write', 'encryption:write'],
-}
-
-export interface ImportInput extends KeyAttributes {
+interface ImportInput extends KeyAttributes {
   format: ImportFormat
   material: string | Record<string, unknown>
   password?: string | undefined
 }
 
-export interface KeyPatch {
+interface KeyPatch {
   name?: string | undefined
   description?: string | undefined
   labels?: string[] | undefined
@@ -152,7 +145,7 @@ export interface KeyPatch {
   isFavorite?: boolean | undefined
 }
 
-export interface KeyListRequest {
+interface KeyListRequest {
   filter: KeyListFilter
   sort: KeySort
   descending: boolean
@@ -160,7 +153,7 @@ export interface KeyListRequest {
   after: KeyListPosition | null
 }
 
-export interface KeyListResult {
+interface KeyListResult {
   data: KeyView[]
   /** Exact up to TOTAL_COUNT_CAP; a lower bound past it (totalIsExact false). */
   total: number
@@ -170,7 +163,7 @@ export interface KeyListResult {
   expiringSoon: number
 }
 
-export interface KeyVersionView {
+interface KeyVersionView {
   version: number
   createdAt: string
   state: KeyState
@@ -185,7 +178,7 @@ interface LoadedKey {
 }
 
 export const EXPIRY_ALERT_DAYS = 30
-export const TOTAL_COUNT_CAP = 1000
+const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
 
 export interface KeyService {
@@ -311,13 +304,8 @@ export function createKeyService(deps: {
     return error
   }
 
-  /** The use scopes a caller lacks to change the tenant's default key of a type (none: allowed). */
-  function missingDefaultScopes(caller: KeyCaller, keyType: string): string[] {
-    return (DEFAULT_KEY_SCOPES[keyType as KeyType] ?? []).filter((scope) => !caller.scopes.has(scope))
-  }
-
   /** 403 for a default change the caller may not make, recorded (outcome denied) before it is thrown. */
-  async function refuseDefaultChange(actor: Actor, resource: string | null, missing: string[]) {
+  async function refuseDefaultChange(actor: Actor, resource: string | null, missing: readonly string[]) {
     await audit
       .record({
         ...actor,
@@ -551,7 +539,7 @@ export function createKeyService(deps: {
     const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
     requireFuture(input.expiresAt, 'body/expiresAt', now)
     // Before the material is parsed: importing one's own key pair as the default is the attack.
-    const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
+    const missing = input.isDefault ? caller.missingForDefault : []
     if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
     let material: KeyMaterial
     try {
@@ -573,7 +561,7 @@ export function createKeyService(deps: {
       const now = clock.now()
       const algorithm = resolveAlgorithm(input.keyType, input.algorithm)
       requireFuture(input.expiresAt, 'body/expiresAt', now)
-      const missing = input.isDefault ? missingDefaultScopes(caller, input.keyType) : []
+      const missing = input.isDefault ? caller.missingForDefault : []
       if (missing.length > 0) throw await refuseDefaultChange(actor, null, missing)
       return persistNewKey(
         actor,
@@ -660,7 +648,7 @@ export function createKeyService(deps: {
       const loaded = await load(actor, id)
       // Decided on the locked row (the default may have moved since the key was read); a
       // refusal is recorded once the transaction has rolled back.
-      const refusal: { missing: string[] | null } = { missing: null }
+      const refusal: { missing: readonly string[] | null } = { missing: null }
       try {
         return await transition(
           actor,
@@ -668,7 +656,7 @@ export function createKeyService(deps: {
           'keys.update',
           async (locked, state, tx, now) => {
             if (patch.isDefault !== undefined && patch.isDefault !== locked.is_default) {
-              const missing = missingDefaultScopes(caller, locked.key_type)
+              const missing = caller.missingForDefault
               if (missing.length > 0) {
                 refusal.missing = missing
                 throw new AppError(403, 'insufficient_scope', 'refused default change')

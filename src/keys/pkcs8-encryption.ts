@@ -14,13 +14,13 @@ import { createCipheriv, pbkdf2Sync, randomBytes } from 'node:crypto'
  */
 
 /** PBKDF2 (and PBES1 / PKCS#12 PBE) iteration counts above this are refused (20 M take 7-10 s). */
-export const MAX_KDF_ITERATIONS = 10_000_000
+const MAX_KDF_ITERATIONS = 10_000_000
 /** scrypt: 128·N·r bytes of memory at most; OpenSSL refuses more for a PKCS#8 KDF anyway. */
-export const MAX_SCRYPT_MEMORY_BYTES = 32 * 1024 * 1024
+const MAX_SCRYPT_MEMORY_BYTES = 32 * 1024 * 1024
 /** scrypt: the work is p times the N·r memory-hard mix. */
-export const MAX_SCRYPT_PARALLELISM = 16
+const MAX_SCRYPT_PARALLELISM = 16
 
-export const EXPORT_PBKDF2_ITERATIONS = 600_000
+const EXPORT_PBKDF2_ITERATIONS = 600_000
 export const MIN_EXPORT_PASSWORD_LENGTH = 12
 
 export type KdfCost =

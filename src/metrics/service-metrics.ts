@@ -37,7 +37,7 @@ const EVENT_LOOP_SECONDS = [
 export const UNMATCHED_ROUTE = 'unmatched'
 
 /** Counts and times one route's requests; bound to the route's label values once. */
-export type RouteRecorder = (method: string, statusCode: number, elapsedMs: number) => void
+type RouteRecorder = (method: string, statusCode: number, elapsedMs: number) => void
 
 export interface HttpMetrics {
   /** A recorder for a route template (the router's URL, e.g. `/api/v1/keys/:keyId`). */
@@ -46,11 +46,11 @@ export interface HttpMetrics {
   error(template: string, method: string, statusCode: number, code: string): void
 }
 
-export type PoolTaskOutcome = 'ok' | 'error' | 'timeout'
-export type JobOutcome = 'completed' | 'failed'
+type PoolTaskOutcome = 'ok' | 'error' | 'timeout'
+type JobOutcome = 'completed' | 'failed'
 
 /** What the metrics read at scrape time from the process's components. */
-export interface MetricSources {
+interface MetricSources {
   audit: { stats(): { queued: number; writing: number } }
   cryptoPool: { stats(): { queued: number; running: number; completed: number }; threads: number }
   sql: Sql

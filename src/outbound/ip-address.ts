@@ -18,7 +18,7 @@ export interface IpAddress {
  * Why an address is not a public destination; `null` for a public unicast address. The words
  * read after "a" or "an" in an error message.
  */
-export type AddressKind =
+type AddressKind =
   | 'unspecified'
   | 'loopback'
   | 'private'

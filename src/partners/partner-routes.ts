@@ -4,8 +4,9 @@ import type { FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
+import { partnerOf } from '../auth/request-context.ts'
 import { errorResponses, IdParams, PageQuery } from '../http/http-schemas.ts'
-import { AppError, unauthorized } from '../platform/errors.ts'
+import { AppError } from '../platform/errors.ts'
 import {
   CommissionListSchema,
   CommissionQuery,
@@ -33,11 +34,12 @@ import {
 
 const TAGS = ['Partners']
 /** Spec section 8: 100 requests per minute per partner API key, across every process. */
-export const PARTNER_RATE_LIMIT = { max: 100, windowMs: 60_000 } as const
+const PARTNER_RATE_LIMIT = { max: 100, windowMs: 60_000 } as const
 
+/** The request's principal, a partner (auth/access.ts `partner`), as the partner service's caller. */
 const callerOf = (request: FastifyRequest): PartnerCaller => {
-  if (!request.partner) throw unauthorized()
-  return { ...request.partner, requestId: request.id, clientIp: request.ip }
+  const { partnerId, keyId, accountId } = partnerOf(request)
+  return { partnerId, keyId, accountId, requestId: request.id, clientIp: request.ip }
 }
 
 /** Partner API keys, and people signed in to the partner portal. */

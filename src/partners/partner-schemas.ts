@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import { nameSchema, PageQuery, Printable, Timestamp } from '../http/http-schemas.ts'
 
-export const ReferralSchema = Type.Object(
+const ReferralSchema = Type.Object(
   {
     id: Type.String(),
     tenantId: Type.String(),
@@ -22,7 +22,7 @@ nameSchema(ReferralListSchema, 'ReferralList')
 
 export const ReferralListQuery = Type.Object({ ...PageQuery }, { additionalProperties: false })
 
-export const CommissionSchema = Type.Object(
+const CommissionSchema = Type.Object(
   {
     referralId: Type.String(),
     amount: Type.Number({ description: 'Two decimals' }),
@@ -164,7 +164,7 @@ export const CreatePartnerKeyBody = Type.Object(
 )
 nameSchema(CreatePartnerKeyBody, 'CreatePartnerApiKey')
 
-export const PartnerAuditEventSchema = Type.Object(
+const PartnerAuditEventSchema = Type.Object(
   {
     id: Type.String(),
     occurredAt: Timestamp('When'),

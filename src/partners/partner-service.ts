@@ -4,15 +4,15 @@ import { checkEmail } from '../identity/accounts/account-service.ts'
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
+import type { MailQueue } from '../platform/module.ts'
 import { checkWebhookUrl } from '../rotation/rotation-service.ts'
 import { esc } from '../web/layout.ts'
-import type { PartnerWebhookEvent } from '../webhooks/webhook-service.ts'
+import type { PartnerSecrets, PartnerWebhookEvent } from '../webhooks/webhook-service.ts'
 import { partnerKeys } from './partner-key-format.ts'
 import {
   commissionsOf,
@@ -67,10 +67,10 @@ export interface PartnerCaller {
 }
 
 /** `partnerkey:<id>` or `partneruser:<accountId>`: the actor of the partner's audit trail. */
-export const partnerActorOf = (caller: PartnerCaller): string =>
+const partnerActorOf = (caller: PartnerCaller): string =>
   caller.keyId ? `partnerkey:${caller.keyId}` : `partneruser:${caller.accountId}`
 
-export interface PartnerKeyView {
+interface PartnerKeyView {
   id: string
   name: string
   /** The first characters of the key, to recognise it (`kmsp_` and its lookup id). */
@@ -80,7 +80,7 @@ export interface PartnerKeyView {
   revokedAt: string | null
 }
 
-export interface PartnerAuditView {
+interface PartnerAuditView {
   id: string
   occurredAt: string
   actor: string
@@ -89,7 +89,7 @@ export interface PartnerAuditView {
   details: Record<string, unknown>
 }
 
-export interface PartnerView {
+interface PartnerView {
   id: string
   name: string
   email: string
@@ -118,14 +118,14 @@ export const MAX_PARTNER_KEYS = 20
  */
 export const MAX_PARTNER_ENDPOINTS = 10
 
-export interface ReferralView {
+interface ReferralView {
   id: string
   tenantId: string
   status: 'active' | 'converted' | 'churned'
   createdAt: string
 }
 
-export interface CommissionView {
+interface CommissionView {
   referralId: string
   /** Major units, two decimals (summed exactly in minor units). */
   amount: number
@@ -228,14 +228,14 @@ export interface PartnerService {
   }>
 }
 
-export interface EndpointView {
+interface EndpointView {
   id: string
   url: string
   createdAt: string
 }
 
 /** The events a partner receives (docs/partners.md "Events"). */
-export type PartnerEventType =
+type PartnerEventType =
   | 'referral.created'
   | 'referral.converted'
   | 'commission.calculated'
@@ -249,10 +249,47 @@ export function commissionOf(amountMinor: bigint, rateBasisPoints: number): bigi
 const monthStart = (period: string) => new Date(`${period}-01T00:00:00Z`)
 const nextMonthOf = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1))
 
+/** The operator's decision on a partner who signed up, on the mail queue (partners-jobs.ts). */
+export const PARTNER_DECISION_EMAIL = 'partner-decision-email'
+export interface PartnerDecisionEmail {
+  partnerId: string
+}
+const partnerDecisionEmailId = (partnerId: string) => `partner-decision.${partnerId}`
+
 /**
  * The partner programme (docs/partners.md). Partners are not tenants: they have their own keys
  * (`kmsp_`), their own routes, and see only their own referrals, commissions and codes.
  */
+const secretAad = (partnerId: string) => `kms:partner-webhook-secret:v1:${partnerId}`
+
+/**
+ * Partners' webhook signing secrets (made on first use, sealed under the master key): the webhook
+ * outbox signs partner deliveries with them. Apart from the partner service, which sends events
+ * through that outbox, so the outbox can be built first.
+ */
+export function createPartnerSecrets(deps: { sql: Sql; masterKeys: MasterKeyring }): PartnerSecrets {
+  const { sql } = deps
+  return {
+    async secretOf(partnerId) {
+      let stored = await sealedSecretOf(sql, partnerId)
+      if (!stored) {
+        const primary = deps.masterKeys.primary
+        const fresh = Buffer.from(`whsec_${randomBytes(32).toString('base64url')}`)
+        await storeSecretIfNone(sql, partnerId, {
+          sealed: seal(primary.key, fresh, secretAad(partnerId)),
+          keyId: primary.id,
+        })
+        fresh.fill(0)
+        stored = await sealedSecretOf(sql, partnerId)
+      }
+      const master = stored && deps.masterKeys.find(stored.keyId)
+      if (!stored || !master)
+        throw new AppError(503, 'secret_unavailable', 'The webhook secret cannot be opened')
+      return open(master.key, stored.sealed, secretAad(partnerId))
+    },
+  }
+}
+
 export function createPartnerService(deps: {
   sql: Sql
   clock: Clock
@@ -272,11 +309,11 @@ export function createPartnerService(deps: {
     enqueueForPartner(tx: Queryable, url: string, event: PartnerWebhookEvent, now: Date): Promise<unknown>
   }
   /** The decision e-mail to partners who signed up. */
-  mailQueue?: Pick<MailQueue, 'enqueuePartnerDecision'>
+  mailQueue?: MailQueue
   mailer?: Mailer
 }): PartnerService {
   const { sql, clock } = deps
-  const secretAad = (partnerId: string) => `kms:partner-webhook-secret:v1:${partnerId}`
+  const partnerWebhookSecrets = createPartnerSecrets(deps)
 
   /** The event to every endpoint of the partner, in the caller's transaction (the outbox). */
   async function emit(
@@ -368,23 +405,7 @@ export function createPartnerService(deps: {
     })
   }
 
-  async function secretBytes(partnerId: string): Promise<Buffer> {
-    let stored = await sealedSecretOf(sql, partnerId)
-    if (!stored) {
-      const primary = deps.masterKeys.primary
-      const fresh = Buffer.from(`whsec_${randomBytes(32).toString('base64url')}`)
-      await storeSecretIfNone(sql, partnerId, {
-        sealed: seal(primary.key, fresh, secretAad(partnerId)),
-        keyId: primary.id,
-      })
-      fresh.fill(0)
-      stored = await sealedSecretOf(sql, partnerId)
-    }
-    const master = stored && deps.masterKeys.find(stored.keyId)
-    if (!stored || !master)
-      throw new AppError(503, 'secret_unavailable', 'The webhook secret cannot be opened')
-    return open(master.key, stored.sealed, secretAad(partnerId))
-  }
+  const secretBytes = (partnerId: string) => partnerWebhookSecrets.secretOf(partnerId)
   const newCode = () => {
     let code = ''
     for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]
@@ -467,7 +488,10 @@ export function createPartnerService(deps: {
       })
       // After commit. A failure to queue leaves the e-mail `queued` in the partner's view
       // (list-partners shows it): the operator then tells the partner.
-      if (view.email) await deps.mailQueue?.enqueuePartnerDecision({ partnerId }).catch(() => {})
+      if (view.email)
+        await deps.mailQueue
+          ?.enqueue(PARTNER_DECISION_EMAIL, { partnerId }, partnerDecisionEmailId(partnerId))
+          .catch(() => {})
       return view.view
     },
     async deliverDecision(partnerId, final) {

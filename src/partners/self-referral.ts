@@ -7,7 +7,7 @@ import { domainToASCII } from 'node:url'
  * organisation, which costs a partner a commission, never pays one wrongly: the list is short
  * on purpose and covers the providers most people use.
  */
-export const PUBLIC_MAILBOX_DOMAINS: ReadonlySet<string> = new Set([
+const PUBLIC_MAILBOX_DOMAINS: ReadonlySet<string> = new Set([
   'gmail.com',
   'googlemail.com',
   'outlook.com',
@@ -55,7 +55,7 @@ export const PUBLIC_MAILBOX_DOMAINS: ReadonlySet<string> = new Set([
  * rule of the end-user sign-up limit, src/endusers). Dots are kept: only some providers ignore
  * them, and elsewhere they tell people apart.
  */
-export function mailboxOf(email: string): { local: string; domain: string } {
+function mailboxOf(email: string): { local: string; domain: string } {
   const lower = email.trim().toLowerCase()
   const at = lower.lastIndexOf('@')
   const local = at < 0 ? lower : lower.slice(0, at)

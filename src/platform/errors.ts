@@ -138,10 +138,10 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 /** PostgreSQL SQLSTATE for unique_violation. */
-export const UNIQUE_VIOLATION = '23505'
+const UNIQUE_VIOLATION = '23505'
 
 /** PostgreSQL SQLSTATE for foreign_key_violation. */
-export const FOREIGN_KEY_VIOLATION = '23503'
+const FOREIGN_KEY_VIOLATION = '23503'
 
 function isViolation(error: unknown, sqlState: string, constraint?: string): boolean {
   if (typeof error !== 'object' || error === null) return false

@@ -4,7 +4,7 @@ import { type Logger, pino } from 'pino'
  * Paths that could carry a credential or key material, wherever they appear in a log object.
  * Handlers never log bodies, but a mistake must still not leak.
  */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'req.headers["x-api-key"]',
   'req.headers.authorization',
   'req.headers.cookie',

@@ -22,7 +22,7 @@ export const ROLE_LIMITS = {
   permissionChars: 100,
 } as const
 
-export interface RoleView {
+interface RoleView {
   id: string
   applicationId: string
   name: string
@@ -32,14 +32,14 @@ export interface RoleView {
   updatedAt: string
 }
 
-export interface RoleInput {
+interface RoleInput {
   applicationId: string
   name: string
   description?: string | undefined
   permissions?: string[] | undefined
 }
 
-export interface RoleChange {
+interface RoleChange {
   name: string
   description?: string | undefined
   permissions?: string[] | undefined

@@ -22,7 +22,7 @@ import {
   upsertPolicy,
 } from './rotation-store.ts'
 
-export interface RotationPolicyView {
+interface RotationPolicyView {
   keyId: string
   frequency: Frequency
   intervalSeconds: number

@@ -21,9 +21,9 @@ import type { FolderSchema } from './secret-schemas.ts'
 import { countLiveSecretsIn, detachDeletedSecrets } from './secret-store.ts'
 
 /** Folders nest at most this deep, so paths stay readable and tree walks stay short. */
-export const MAX_FOLDER_DEPTH = 20
+const MAX_FOLDER_DEPTH = 20
 
-export type FolderView = Static<typeof FolderSchema>
+type FolderView = Static<typeof FolderSchema>
 
 export interface FolderService {
   create(actor: Actor, body: { name: string; parentId?: string | null | undefined }): Promise<FolderView>

@@ -1,7 +1,8 @@
 import { type Static, Type } from 'typebox'
 import { nameSchema, Printable, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { PATTERN_MESSAGE } from '../http/validation.ts'
-import { TOTP_ALGORITHMS, TOTP_LIMITS } from './totp.ts'
+import { TOTP_ALGORITHMS } from '../platform/totp.ts'
+import { TOTP_LIMITS } from './totp.ts'
 
 /**
  * Spec 2.5's fields selectable with `include`. `metadata` selects every field but the content
@@ -25,15 +26,15 @@ export const INCLUDE_FIELDS = [
 ] as const
 export type IncludeField = (typeof INCLUDE_FIELDS)[number]
 
-export const CONTENT_FIELDS: readonly IncludeField[] = ['customFields', 'notes']
+const CONTENT_FIELDS: readonly IncludeField[] = ['customFields', 'notes']
 export const METADATA_FIELDS: readonly IncludeField[] = INCLUDE_FIELDS.filter(
   (f) => !CONTENT_FIELDS.includes(f),
 )
 
-export const CUSTOM_FIELD_TYPES = ['text', 'number', 'boolean', 'url', 'email', 'date'] as const
+const CUSTOM_FIELD_TYPES = ['text', 'number', 'boolean', 'url', 'email', 'date'] as const
 export type CustomFieldType = (typeof CUSTOM_FIELD_TYPES)[number]
 
-export const SECRET_LIMITS = {
+const SECRET_LIMITS = {
   valueChars: 65_536,
   notesChars: 10_000,
   customFields: 50,

@@ -9,7 +9,7 @@ import type { TenantKeks } from '../keyring/tenant-kek.ts'
  * the field, and for values the version), so a blob copied to another row or field never opens.
  * Re-wrapping a tenant's secrets under a new KEK touches one small blob per secret.
  */
-export type SealedField = 'notes' | 'custom-values' | 'totp' | `value:${number}`
+type SealedField = 'notes' | 'custom-values' | 'totp' | `value:${number}`
 
 const dekAad = (tenantId: string, secretId: string) => `kms:secret-dek:v1:${tenantId}:${secretId}`
 const fieldAad = (tenantId: string, secretId: string, field: SealedField) =>

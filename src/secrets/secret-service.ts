@@ -14,6 +14,7 @@ import {
   isUniqueViolation,
   notFound,
 } from '../platform/errors.ts'
+import { TotpInputError, totpCode } from '../platform/totp.ts'
 import type { FolderService } from './folder-service.ts'
 import {
   type CreateSecretBody,
@@ -47,21 +48,14 @@ import {
   type StoredCustomField,
   updateSecret,
 } from './secret-store.ts'
-import {
-  deserializeTotp,
-  parseTotpInput,
-  serializeTotp,
-  type TotpInput,
-  TotpInputError,
-  totpCode,
-} from './totp.ts'
+import { deserializeTotp, parseTotpInput, serializeTotp, type TotpInput } from './totp.ts'
 
 /** Deleted secrets can be restored for this long, then they are purged with every version. */
-export const RESTORE_WINDOW_DAYS = 30
+const RESTORE_WINDOW_DAYS = 30
 
-export type SecretView = Static<typeof SecretSchema>
-export type VersionView = Static<typeof SecretVersionSchema>
-export type TotpCodeView = Static<typeof TotpCodeSchema>
+type SecretView = Static<typeof SecretSchema>
+type VersionView = Static<typeof SecretVersionSchema>
+type TotpCodeView = Static<typeof TotpCodeSchema>
 
 /** What a read returns: the fields `include` selected, and whether it reveals the value. */
 export interface Selection {

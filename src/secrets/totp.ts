@@ -1,22 +1,15 @@
-import { createHmac } from 'node:crypto'
+import {
+  decodeBase32,
+  TOTP_ALGORITHMS,
+  type TotpAlgorithm,
+  TotpInputError,
+  type TotpSettings,
+} from '../platform/totp.ts'
 
 /**
- * Time-based one-time passwords (RFC 6238 over RFC 4226's HOTP): the settings a secret stores
- * and the code for a moment. Seeds arrive as Base32 (RFC 4648), the form authenticator set-up
- * screens and otpauth:// URIs show.
+ * The TOTP seeds secrets store (RFC 6238, src/platform/totp.ts): the settings a request may give,
+ * as a Base32 seed with options or an otpauth:// URI, and their stored form.
  */
-export const TOTP_ALGORITHMS = ['SHA1', 'SHA256', 'SHA512'] as const
-export type TotpAlgorithm = (typeof TOTP_ALGORITHMS)[number]
-
-export interface TotpSettings {
-  /** The seed's raw bytes. */
-  seed: Buffer
-  algorithm: TotpAlgorithm
-  digits: number
-  /** Seconds per code. */
-  period: number
-}
-
 export const TOTP_LIMITS = {
   /** RFC 4226 asks for 128 bits and recommends 160; 80-bit seeds are still common in the wild. */
   minSeedBytes: 10,
@@ -25,30 +18,6 @@ export const TOTP_LIMITS = {
   minPeriod: 15,
   maxPeriod: 300,
 } as const
-
-export class TotpInputError extends Error {}
-
-const BASE32_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
-
-/** Case-insensitive; spaces, hyphens and trailing padding are ignored, as authenticators do. */
-export function decodeBase32(text: string): Buffer {
-  const clean = text.replace(/[\s-]/g, '').replace(/=+$/, '').toUpperCase()
-  if (clean.length === 0) throw new TotpInputError('the seed is empty')
-  const out: number[] = []
-  let buffer = 0
-  let bits = 0
-  for (const char of clean) {
-    const index = BASE32_ALPHABET.indexOf(char)
-    if (index < 0) throw new TotpInputError('the seed is not Base32 (A-Z, 2-7)')
-    buffer = ((buffer << 5) | index) & 0xffff
-    bits += 5
-    if (bits >= 8) {
-      bits -= 8
-      out.push((buffer >> bits) & 0xff)
-    }
-  }
-  return Buffer.from(out)
-}
 
 export interface TotpInput {
   secret?: string | undefined
@@ -116,7 +85,9 @@ export function parseTotpInput(input: TotpInput): TotpSettings {
 /** The stored form (sealed as JSON): the seed as Base64. */
 export function serializeTotp(settings: TotpSettings): Buffer {
   const { seed, algorithm, digits, period } = settings
-  return Buffer.from(JSON.stringify({ seed: seed.toString('base64'), algorithm, digits, period }))
+  return Buffer.from(
+    JSON.stringify({ seed: Buffer.from(seed).toString('base64'), algorithm, digits, period }),
+  )
 }
 
 export function deserializeTotp(bytes: Buffer): TotpSettings {
@@ -127,30 +98,4 @@ export function deserializeTotp(bytes: Buffer): TotpSettings {
     period: number
   }
   return { ...parsed, seed: Buffer.from(parsed.seed, 'base64') }
-}
-
-export interface TotpCode {
-  code: string
-  /** The time step: floor(unix seconds / period). */
-  counter: number
-  validFrom: Date
-  validUntil: Date
-}
-
-/** RFC 4226 HOTP of the time step containing `at` (RFC 6238 with T0 = 0). */
-export function totpCode(settings: TotpSettings, at: Date): TotpCode {
-  const { seed, algorithm, digits, period } = settings
-  const counter = Math.floor(at.getTime() / 1000 / period)
-  const message = Buffer.alloc(8)
-  message.writeBigUInt64BE(BigInt(counter))
-  const mac = createHmac(algorithm.toLowerCase(), seed).update(message).digest()
-  const offset = mac[mac.length - 1]! & 0x0f
-  const binary = mac.readUInt32BE(offset) & 0x7fffffff
-  const code = String(binary % 10 ** digits).padStart(digits, '0')
-  return {
-    code,
-    counter,
-    validFrom: new Date(counter * period * 1000),
-    validUntil: new Date((counter + 1) * period * 1000),
-  }
 }

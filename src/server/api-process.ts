@@ -1,15 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { Config } from '../config.ts'
-import { endUserSignUpPages } from '../endusers/enduser-signup-pages.ts'
 import { createEventLoopMonitor } from '../health/event-loop-monitor.ts'
 import type { JobRunner } from '../jobs/job-runner.ts'
-import { signupPages } from '../signup/signup-pages.ts'
-import { invitationPages } from '../team/invitation-pages.ts'
 import { VERSION } from '../version.ts'
 import { createServices, type ServiceOptions, type Services } from './compose.ts'
-import { buildApp } from './http.ts'
-import { startJobs } from './job-process.ts'
+import { buildHttp } from './http.ts'
+import { startJobs } from './jobs.ts'
 
 export interface ApiProcess {
   app: FastifyInstance
@@ -30,47 +27,26 @@ export async function startApiProcess(
   config: Config,
   logger: Logger,
   databaseUrl: string,
-  /**
-   * jobs: run the background jobs in this process too (one-process deployments, tests).
-   * scrape: where GET /metrics reads (a cluster's aggregation); this process's registry by default.
-   */
-  options: ServiceOptions & { jobs?: boolean; scrape?: () => Promise<string> } = {},
+  /** jobs: run the background jobs in this process too (one-process deployments, tests). */
+  options: ServiceOptions & { jobs?: boolean } = {},
 ): Promise<ApiProcess> {
   const services = await createServices(config, logger, databaseUrl, 'api', options)
   // Serving processes only (the CLI builds the same services and needs no monitor).
   const eventLoop = createEventLoopMonitor(services.metrics.eventLoopDelay)
-  const app = await buildApp({
-    ...services,
+  const app = await buildHttp({
+    logger,
+    metrics: services.metrics,
+    authentication: {
+      authenticator: services.authenticator,
+      audit: services.audit,
+      bearer: services.bearer,
+      partners: services.partnerCredentials,
+    },
+    pageSettings: services.identity.pageSettings,
     version: VERSION,
-    redisPrefix: config.redisPrefix,
-    signupRatePerHour: config.signupRatePerHour,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
-    entropyStatus: () => services.random.status(),
-    scrape: options.scrape ?? (() => services.metrics.registry.metrics()),
-    identityPages: [
-      invitationPages({
-        team: services.team,
-        accounts: services.accounts,
-        csrf: services.identity.csrf,
-        pageSettings: services.identity.pageSettings,
-      }),
-      signupPages({
-        signups: services.signups,
-        csrf: services.identity.csrf,
-        pageSettings: services.identity.pageSettings,
-        limit: { redis: services.redis, prefix: config.redisPrefix, perHour: config.signupRatePerHour },
-      }),
-      endUserSignUpPages({
-        endusers: services.endusers,
-        accounts: services.accounts,
-        clients: services.identity.clients,
-        ...(services.identity.branding ? { branding: services.identity.branding } : {}),
-        passwordPolicyOf: async (tenantId) => (await services.settings.getSecurity(tenantId)).passwordPolicy,
-        csrf: services.identity.csrf,
-        pageSettings: services.identity.pageSettings,
-      }),
-    ],
+    modules: services.modules,
   })
   const url = await app.listen({ host: config.host, port: config.port })
   // The issuer is the URL the service listens on unless ID_URL names the public one. Either way it

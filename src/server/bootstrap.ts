@@ -28,7 +28,7 @@ const noBus: InvalidationBus = {
 }
 
 /** The first owner's address when KMS_BOOTSTRAP_OWNER_EMAIL does not name one. */
-export const DEFAULT_OWNER_EMAIL = 'owner@example.com'
+const DEFAULT_OWNER_EMAIL = 'owner@example.com'
 
 export interface BootstrapOptions {
   /** Create the tenant `default` when the database has none. */

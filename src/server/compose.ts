@@ -4,66 +4,101 @@ import {
   type AccessPolicyService,
   createAccessPolicyService,
 } from '../access-policies/access-policy-service.ts'
+import { accessPoliciesModule } from '../access-policies/module.ts'
 import { type Authenticator, createAuthenticator } from '../api-keys/api-key-authenticator.ts'
 import { type ApiKeyService, createApiKeyService } from '../api-keys/api-key-service.ts'
-import { type ApplicationService, createApplicationService } from '../applications/application-service.ts'
+import { apiKeysModule } from '../api-keys/module.ts'
+import {
+  type ApplicationService,
+  createApplicationDirectory,
+  createApplicationService,
+} from '../applications/application-service.ts'
+import { applicationsModule } from '../applications/module.ts'
 import { type AuditLog, createAuditLog } from '../audit/audit-log.ts'
+import { auditModule } from '../audit/module.ts'
 import { loadAwareWriteConcurrency } from '../audit/write-concurrency.ts'
 import type { PartnerAuthenticator } from '../auth/auth-hook.ts'
 import { type BearerAuthenticator, createBearerAuthenticator } from '../auth/bearer-authenticator.ts'
 import { type BillingService, createBillingService } from '../billing/billing-service.ts'
+import { billingModule } from '../billing/module.ts'
 import { stripeWebhook } from '../billing/payment-webhook.ts'
 import { usageMeter } from '../billing/usage-meter.ts'
 import { type CloudExportService, createCloudExportService } from '../cloud-export/cloud-export-service.ts'
+import { cloudExportModule } from '../cloud-export/module.ts'
 import { CLOUD_ADAPTERS } from '../cloud-export/providers/registry.ts'
 import type { Config } from '../config.ts'
 import { type BatchService, createBatchService } from '../crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from '../crypto/crypto-service.ts'
+import { createExportableKeys } from '../crypto/exportable-keys.ts'
 import { createKeyObjectCache } from '../crypto/key-object-cache.ts'
 import { createKeyResolver } from '../crypto/key-resolver.ts'
+import { cryptoModule } from '../crypto/module.ts'
 import { createSigningService, type SigningService } from '../crypto/signing-service.ts'
 import { type CryptoPool, createCryptoPool } from '../crypto-pool/crypto-pool.ts'
 import { connectDatabase, type Sql } from '../data/database.ts'
 import { createInvalidationBus, type InvalidationBus } from '../data/invalidation-bus.ts'
 import { createRedis, waitUntilReady } from '../data/redis.ts'
 import { createEndUserService, type EndUserService } from '../endusers/enduser-service.ts'
+import { endUsersModule } from '../endusers/module.ts'
 import type { EntropyChain } from '../entropy/entropy-chain.ts'
 import { createEntropyChainFromConfig } from '../entropy/entropy-from-config.ts'
+import { federationModule } from '../federation/module.ts'
 import { createFederationService, type FederationService } from '../federation/saml-service.ts'
+import { healthModule } from '../health/module.ts'
 import { createClientRateLimit } from '../http/client-rate-limit.ts'
 import { type AccountService, createAccountService } from '../identity/accounts/account-service.ts'
-import { createIdentity, type Identity } from '../identity/identity-service.ts'
+import {
+  createIdentity,
+  createIdentityCore,
+  createProviderCors,
+  type Identity,
+} from '../identity/identity-service.ts'
+import { identityModule } from '../identity/module.ts'
 import { createBuiltinEngine } from '../intelligence/builtin-engine.ts'
 import { createIntelligenceService, type IntelligenceService } from '../intelligence/intelligence-service.ts'
 import { keyUseMeter } from '../intelligence/key-use-meter.ts'
 import { createModelEngine } from '../intelligence/model-engine.ts'
+import { intelligenceModule } from '../intelligence/module.ts'
 import { jobNamespace } from '../jobs/job-namespace.ts'
+import { createJobQueue, mailQueueOn } from '../jobs/job-queue.ts'
 import { loadMasterKeyring, type MasterKeyring } from '../keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from '../keyring/tenant-kek.ts'
-import type { AlgorithmName, KeyType } from '../keys/algorithms.ts'
 import { createKeyCache } from '../keys/key-cache.ts'
 import { createKeyService, type KeyService } from '../keys/key-service.ts'
-import { keyState } from '../keys/key-state.ts'
-import { createMailQueue, type MailQueue } from '../mail/mail-queue.ts'
+import { keysModule } from '../keys/module.ts'
 import { createMailer } from '../mail/mailer.ts'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.ts'
 import { createAllowList } from '../outbound/allow-list.ts'
 import type { Resolver } from '../outbound/destination.ts'
 import { createOutboundClient, type OutboundClient } from '../outbound/outbound-client.ts'
+import { partnersModule } from '../partners/module.ts'
 import { createPartnerAuthenticator } from '../partners/partner-authenticator.ts'
-import { createPartnerService, type PartnerService } from '../partners/partner-service.ts'
+import {
+  createPartnerSecrets,
+  createPartnerService,
+  type PartnerService,
+} from '../partners/partner-service.ts'
 import { type Clock, systemClock } from '../platform/clock.ts'
+import type { JobQueue, Module } from '../platform/module.ts'
+import { rolesModule } from '../roles/module.ts'
 import { createRoleService, type RoleService } from '../roles/role-service.ts'
+import { rotationModule } from '../rotation/module.ts'
 import { createRotationService, type RotationService } from '../rotation/rotation-service.ts'
 import { createFolderService, type FolderService } from '../secrets/folder-service.ts'
+import { secretsModule } from '../secrets/module.ts'
 import { createSecretSealing } from '../secrets/secret-sealing.ts'
 import { createSecretService, type SecretService } from '../secrets/secret-service.ts'
+import { settingsModule } from '../settings/module.ts'
 import { createSettingsService, type SettingsService } from '../settings/settings-service.ts'
+import { signupModule } from '../signup/module.ts'
 import { createSignupService, type SignupService } from '../signup/signup-service.ts'
 import { createSmsSender } from '../sms/sms-sender.ts'
+import { teamModule } from '../team/module.ts'
 import { createTeamService, type TeamService } from '../team/team-service.ts'
+import { tenantsModule } from '../tenants/module.ts'
 import { createTenantService, type TenantService } from '../tenants/tenant-service.ts'
 import { VERSION } from '../version.ts'
+import { webhooksModule } from '../webhooks/module.ts'
 import { createWebhookService, type WebhookService } from '../webhooks/webhook-service.ts'
 
 /** The composition root: every long-lived component of a process, built once, passed explicitly. */
@@ -87,8 +122,8 @@ export interface Services {
   bearer: BearerAuthenticator
   /** Members, roles (the Bearer path's roleOf), invitations. */
   team: TeamService
-  /** Outbound e-mail jobs (BullMQ), opened on first use. */
-  mailQueue: MailQueue
+  /** Jobs queued from any process (mail, webhook deliveries), opened on first use. */
+  jobQueue: JobQueue & { close(): Promise<void> }
   /** Tenant security settings (MFA methods, password policy, session lifetimes, API-key policy). */
   settings: SettingsService
   /** The tenant's applications (OpenID clients). */
@@ -126,6 +161,8 @@ export interface Services {
   secrets: SecretService
   /** This process's metrics registry and the hooks the components report to. */
   metrics: ServiceMetrics
+  /** Every module's routes, pages and jobs, in order (server/http.ts, server/jobs.ts). */
+  modules: readonly Module[]
 
   /** Every HTTP request to another service goes through this client (src/outbound/). */
   outbound: OutboundClient
@@ -136,6 +173,8 @@ export interface ServiceOptions {
   clock?: Clock
   /** Replaces DNS resolution for outbound requests (tests of the address policy). */
   resolve?: Resolver
+  /** Where GET /metrics reads (a cluster's aggregation); this process's registry by default. */
+  scrape?: () => Promise<string>
 }
 
 export async function createServices(
@@ -145,6 +184,9 @@ export async function createServices(
   role: string,
   options: ServiceOptions = {},
 ): Promise<Services> {
+  // Each component is built once, after everything it needs; no service is bound late. The
+  // identity module's core (issuer, links, codes, sessions) and the applications' directory come
+  // early because the modules the provider asks need them; the provider comes last.
   const clock = options.clock ?? systemClock
   const sql = connectDatabase({
     url: databaseUrl,
@@ -171,6 +213,18 @@ export async function createServices(
     // Billing's usage meter rides on every audit write (src/billing/usage-meter.ts).
     companions: [usageMeter, keyUseMeter],
   })
+  const jobQueue = createJobQueue({
+    redisUrl: config.redisUrl,
+    prefix: async () => `${config.redisPrefix}jobs:${await jobNamespace(sql)}`,
+    logger,
+  })
+  const mailQueue = mailQueueOn(jobQueue, config.mail.attempts)
+  const mailer = createMailer(config.mail)
+  const outbound = createOutboundClient({
+    allow: createAllowList(config.outboundAllow),
+    ...(options.resolve ? { resolve: options.resolve } : {}),
+  })
+
   const authenticator = createAuthenticator({ sql, bus, ttlMs: config.apiKeyCacheTtlMs })
   const settings = createSettingsService({ sql, audit })
   const apiKeys = createApiKeyService({
@@ -190,23 +244,26 @@ export async function createServices(
     cache: { bus, ttlMs: config.apiKeyCacheTtlMs },
   })
   const accounts = createAccountService({ sql, masterKeys, clock })
-  const mailQueue = createMailQueue({
-    redisUrl: config.redisUrl,
-    prefix: async () => `${config.redisPrefix}jobs:${await jobNamespace(sql)}`,
-    attempts: config.mail.attempts,
-    logger,
+  const identityCore = createIdentityCore({
+    sql,
+    bus,
+    masterKeys,
+    clock,
+    config: config.identity,
+    grantCacheTtlMs: config.apiKeyCacheTtlMs,
+    audit,
+    mailQueue,
+    mailer,
+    sms: createSmsSender(config.sms, outbound),
+    // Forgot password and applications' sign-up: the tenant sign-up's bound per client address,
+    // counted apart from it (a tenant's end-users should not use up new tenants' allowance).
+    requestLimit: createClientRateLimit({
+      redis,
+      nameSpace: `${config.redisPrefix}self-service-rate:`,
+      perHour: config.signupRatePerHour,
+    }),
   })
-  const mailer = createMailer(config.mail)
-  const outbound = createOutboundClient({
-    allow: createAllowList(config.outboundAllow),
-    ...(options.resolve ? { resolve: options.resolve } : {}),
-  })
-  // The identity module, the team, applications, end-users and roles need each other's answers
-  // (member roles; the issuer for links; clients; role claims): late-bound here, once.
-  let identity: Identity | undefined
-  let applications: ApplicationService | undefined
-  let roles: RoleService | undefined
-  let accessPolicies: AccessPolicyService | undefined
+  const linkBase = () => identityCore.issuer.url()
   const team = createTeamService({
     sql,
     audit,
@@ -217,127 +274,81 @@ export async function createServices(
     clock,
     mailQueue,
     mailer,
-    linkBase: () => identity!.oidc.issuer(),
+    linkBase,
     cacheTtlMs: config.apiKeyCacheTtlMs,
     // A removal ends the member's console grants for the tenant (the identity module's).
     grants: {
       destroyTenantGrants: (tx, accountId, tenantId) =>
-        identity!.destroyTenantGrantsOf(tx, accountId, tenantId),
-      revoked: (grantIds) => identity!.grantsRevoked(grantIds),
+        identityCore.destroyTenantGrantsOf(tx, accountId, tenantId),
+      revoked: (grantIds) => identityCore.grantsRevoked(grantIds),
     },
   })
-  const memberships = team
-  identity = createIdentity({
-    sql,
+  const applicationDirectory = createApplicationDirectory({ sql, masterKeys, logger })
+  const cors = createProviderCors({
     bus,
-    masterKeys,
     clock,
     config: config.identity,
-    accounts,
-    memberships,
-    tenants,
-    sessionPolicy: {
-      accessTokenSecondsOf: async (tenantId) =>
-        (await settings.getSecurity(tenantId)).sessionLifetimes.accessTokenSeconds,
-      refreshTokenSecondsOf: async (tenantId) =>
-        (await settings.getSecurity(tenantId)).sessionLifetimes.refreshTokenSeconds,
-    },
-    mfaPolicy: {
-      methodsFor: async (tenantId) => (await settings.getSecurity(tenantId)).mfaMethods,
-    },
-    branding: { panelOf: (tenantId) => settings.getBranding(tenantId) },
-    grantCacheTtlMs: config.apiKeyCacheTtlMs,
-    audit,
-    mailQueue,
-    mailer,
-    sms: createSmsSender(config.sms, outbound),
-    clients: {
-      clientOf: (clientId) => applications!.clientOf(clientId),
-      applicationOf: (applicationId) => applications!.applicationOf(applicationId),
-      redirectOrigins: () => applications!.redirectOrigins(),
-    },
-    roles: {
-      roleNamesFor: (tenantId, accountId, applicationId) =>
-        roles!.roleNamesFor(tenantId, accountId, applicationId),
-    },
-    // The authorization gate asks these modules, built further down (the Modules issue removes
-    // this late binding).
-    accessPolicy: {
-      decideSignIn: (attempt) => accessPolicies!.decideSignIn(attempt),
-      allowsSignIn: (attempt) => accessPolicies!.allowsSignIn(attempt),
-      allowsRefresh: (attempt) => accessPolicies!.allowsRefresh(attempt),
-    },
-    endUsers: {
-      recordSignIn: (tenantId, accountId, applicationId) =>
-        endusers.recordSignIn(tenantId, accountId, applicationId),
-    },
-    partners: { statusOf: async (accountId) => (await partners.partnerOfAccount(accountId))?.status },
-    countSignIn: (kind, outcome, reason) => metrics.signIn(kind, outcome, reason),
-    // Forgot password and applications' sign-up: the tenant sign-up's bound per client address,
-    // counted apart from it (a tenant's end-users should not use up new tenants' allowance).
-    requestLimit: createClientRateLimit({
-      redis,
-      nameSpace: `${config.redisPrefix}self-service-rate:`,
-      perHour: config.signupRatePerHour,
-    }),
+    redirectOrigins: () => applicationDirectory.redirectOrigins(),
   })
   const endusers = createEndUserService({
     sql,
     audit,
     accounts,
-    links: identity.links,
-    sessions: identity,
-    applications: { exists: (tenantId, id) => applications!.exists(tenantId, id) },
+    links: identityCore.links,
+    sessions: identityCore,
+    applications: applicationDirectory,
     clock,
     masterKeys,
     mailQueue,
     mailer,
-    linkBase: () => identity!.oidc.issuer(),
+    linkBase,
   })
-  applications = createApplicationService({
+  const applications = createApplicationService({
     sql,
     audit,
     masterKeys,
     logger,
     creators: endusers,
-    changed: (tenantId) => identity!.cors.changed(tenantId),
+    changed: (tenantId) => cors.changed(tenantId),
+    directory: applicationDirectory,
   })
-  roles = createRoleService({
+  const roles = createRoleService({
     sql,
     audit,
     directories: {
-      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      applicationExists: (tenantId, id) => applicationDirectory.exists(tenantId, id),
       requireEndUser: async (actor, id) => {
         await endusers.get(actor, id)
       },
     },
   })
-  accessPolicies = createAccessPolicyService({
+  const accessPolicies = createAccessPolicyService({
     sql,
     audit,
     clock,
     mailQueue,
     mailer,
     directories: {
-      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      applicationExists: (tenantId, id) => applicationDirectory.exists(tenantId, id),
       endUserExists: (tenantId, id) => endusers.exists(tenantId, id),
-      roleExists: (tenantId, id) => roles!.exists(tenantId, id),
-      roleIdsOf: (tenantId, endUserId) => roles!.roleIdsOf(tenantId, endUserId),
+      roleExists: (tenantId, id) => roles.exists(tenantId, id),
+      roleIdsOf: (tenantId, endUserId) => roles.roleIdsOf(tenantId, endUserId),
       emailOf: async (accountId) => (await accounts.get(accountId))?.email,
-      applicationName: async (applicationId) => (await applications!.applicationOf(applicationId))?.name,
+      applicationName: async (applicationId) =>
+        (await applicationDirectory.applicationOf(applicationId))?.name,
     },
   })
   const federation = createFederationService({
     sql,
     audit,
     clock,
-    baseUrl: () => identity!.oidc.issuer(),
+    baseUrl: linkBase,
     directories: {
-      applicationExists: (tenantId, id) => applications!.exists(tenantId, id),
+      applicationExists: (tenantId, id) => applicationDirectory.exists(tenantId, id),
       federatedAccount: (input) => endusers.federatedAccount(input),
     },
   })
-  const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships })
+
   const cryptoPool = createCryptoPool({
     maxThreads: config.cryptoPool.threads,
     taskTimeoutMs: config.cryptoPool.taskTimeoutMs,
@@ -345,8 +356,20 @@ export async function createServices(
     onTaskDone: metrics.poolTaskDone,
   })
   const keyCache = createKeyCache({ sql, bus, ttlMs: config.keyCacheTtlMs })
-  // A new key version makes the key's cloud exports due (built further down: late-bound).
-  let cloudExports: CloudExportService | undefined
+  const keyObjects = createKeyObjectCache({ sql, tenantKeks })
+  const cloudExports = createCloudExportService({
+    sql,
+    clock,
+    audit,
+    tenantKeks,
+    outbound,
+    adapters: CLOUD_ADAPTERS,
+    timeoutMs: config.cloudExportTimeoutMs,
+    customEndpoints: config.cloudExportCustomEndpoints,
+    logger: logger.child({ component: 'cloud-export' }),
+    keys: createExportableKeys({ keyCache, keyObjects, clock }),
+  })
+  // A new key version makes the key's cloud exports due.
   const keys = createKeyService({
     sql,
     audit,
@@ -354,14 +377,13 @@ export async function createServices(
     pool: cryptoPool,
     clock,
     keyCache,
-    versionObserver: { versionAdded: (tx, event) => cloudExports!.keyVersionAdded(tx, event) },
+    versionObserver: { versionAdded: (tx, event) => cloudExports.keyVersionAdded(tx, event) },
   })
   const random = createEntropyChainFromConfig(
     config.entropy,
     logger.child({ component: 'entropy' }),
     outbound,
   )
-  const keyObjects = createKeyObjectCache({ sql, tenantKeks })
   const keyResolver = createKeyResolver({ keyCache, keyObjects, clock })
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
   const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
@@ -375,8 +397,8 @@ export async function createServices(
     timeoutMs: config.jobs.webhookTimeoutMs,
     retryScale: config.jobs.webhookRetryScale,
     userAgent: `kms-webhooks/${VERSION}`,
-    // Partner events are signed with the partner's secret (src/partners), built further down.
-    partnerSecrets: () => partners,
+    // Partner events are signed with the partner's own secret.
+    partnerSecrets: createPartnerSecrets({ sql, masterKeys }),
   })
   const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, outbound, clock })
   const folders = createFolderService({ sql, audit, clock })
@@ -402,7 +424,7 @@ export async function createServices(
   const partners = createPartnerService({
     sql,
     clock,
-    signupBase: () => identity!.oidc.issuer(),
+    signupBase: linkBase,
     commissionBasisPoints: config.partnerCommissionBasisPoints,
     invoices: billing,
     masterKeys,
@@ -424,38 +446,7 @@ export async function createServices(
     directories: { tenants, team, partners },
     mailQueue,
     mailer,
-    linkBase: () => identity!.oidc.issuer(),
-  })
-  const partnerCredentials = createPartnerAuthenticator({ partners, portalTokens: identity.verifier })
-  cloudExports = createCloudExportService({
-    sql,
-    clock,
-    audit,
-    tenantKeks,
-    outbound,
-    adapters: CLOUD_ADAPTERS,
-    timeoutMs: config.cloudExportTimeoutMs,
-    customEndpoints: config.cloudExportCustomEndpoints,
-    logger: logger.child({ component: 'cloud-export' }),
-    keys: {
-      async describe(tenantId, keyId) {
-        const row = await keyCache.getKey(tenantId, keyId)
-        if (!row) return undefined
-        return {
-          algorithm: row.algorithm as AlgorithmName,
-          keyType: row.key_type as KeyType,
-          currentVersion: row.current_version,
-          state: keyState(row, clock.now()),
-          exportable: row.exportable,
-        }
-      },
-      async material(tenantId, keyId, version) {
-        // The private key of a key not created exportable is never handed to a cloud export.
-        if (!(await keyCache.getKey(tenantId, keyId))?.exportable) return undefined
-        const opened = await keyObjects.get(tenantId, keyId, version)
-        return opened?.publicKey ? { privateKey: opened.secretKey, publicKey: opened.publicKey } : undefined
-      },
-    },
+    linkBase,
   })
   const builtinEngine = createBuiltinEngine()
   const tagModel = config.tagModel
@@ -463,7 +454,7 @@ export async function createServices(
     sql,
     clock,
     audit,
-    directories: { keys, rotation },
+    directories: { keys },
     engine: tagModel
       ? createModelEngine({
           baseUrl: tagModel.baseUrl,
@@ -478,6 +469,37 @@ export async function createServices(
         })
       : builtinEngine,
   })
+
+  // The OpenID provider asks every module above (clients, roles, the authorization gate).
+  const securityOf = (tenantId: string) => settings.getSecurity(tenantId)
+  const identity = createIdentity(identityCore, {
+    sql,
+    bus,
+    masterKeys,
+    clock,
+    config: config.identity,
+    accounts,
+    memberships: team,
+    tenants,
+    sessionPolicy: {
+      accessTokenSecondsOf: async (tenantId) =>
+        (await securityOf(tenantId)).sessionLifetimes.accessTokenSeconds,
+      refreshTokenSecondsOf: async (tenantId) =>
+        (await securityOf(tenantId)).sessionLifetimes.refreshTokenSeconds,
+    },
+    mfaPolicy: { methodsFor: async (tenantId) => (await securityOf(tenantId)).mfaMethods },
+    branding: { panelOf: (tenantId) => settings.getBranding(tenantId) },
+    audit,
+    clients: applicationDirectory,
+    cors,
+    roles,
+    accessPolicy: accessPolicies,
+    endUsers: endusers,
+    partners: { statusOf: async (accountId) => (await partners.partnerOfAccount(accountId))?.status },
+    countSignIn: (kind, outcome, reason) => metrics.signIn(kind, outcome, reason),
+  })
+  const bearer = createBearerAuthenticator({ verifier: identity.verifier, memberships: team })
+  const partnerCredentials = createPartnerAuthenticator({ partners, portalTokens: identity.verifier })
   metrics.watch({
     audit,
     cryptoPool,
@@ -485,6 +507,63 @@ export async function createServices(
     databasePoolSize: config.databasePoolSize,
     entropyStatus: () => random.status(),
   })
+
+  const pages = { csrf: identity.csrf, pageSettings: identity.pageSettings }
+  const passwordPolicyOf = async (tenantId: string) => (await securityOf(tenantId)).passwordPolicy
+  const jobLogger = logger.child({ component: 'jobs' })
+  const signupLimit = { redis, prefix: config.redisPrefix, perHour: config.signupRatePerHour }
+  /** Every module of the service, in the order their routes, pages and jobs are set up. */
+  const modules: Module[] = [
+    healthModule({
+      sql,
+      redis,
+      version: VERSION,
+      entropyStatus: () => random.status(),
+      identity,
+      scrape: options.scrape ?? (() => metrics.registry.metrics()),
+    }),
+    identityModule({
+      identity,
+      accounts,
+      logger,
+      endUsers: endusers,
+      accessPolicy: accessPolicies,
+      federation,
+      passwordPolicyOf,
+    }),
+    tenantsModule({ tenants }),
+    apiKeysModule({ apiKeys, audit }),
+    auditModule({ sql }),
+    keysModule({ keys }),
+    rotationModule({ rotation }),
+    cloudExportModule({ cloudExports }),
+    intelligenceModule({ intelligence, logger: jobLogger }),
+    webhooksModule({
+      webhooks,
+      config: config.jobs,
+      logger: jobLogger,
+      onAttemptDone: metrics.jobDone,
+    }),
+    cryptoModule({ crypto, signing, batches }),
+    secretsModule({ secrets, folders }),
+    teamModule({ team, accounts, ...pages }),
+    settingsModule({ settings }),
+    applicationsModule({ applications }),
+    endUsersModule({
+      endusers,
+      accounts,
+      clients: identity.clients,
+      branding: identity.branding,
+      passwordPolicyOf,
+      ...pages,
+    }),
+    rolesModule({ roles }),
+    accessPoliciesModule({ accessPolicies }),
+    federationModule({ federation, pageSettings: identity.pageSettings }),
+    billingModule({ billing }),
+    partnersModule({ partners, limits: { redis, prefix: config.redisPrefix } }),
+    signupModule({ signups, limit: signupLimit, ...pages }),
+  ]
 
   return {
     config,
@@ -502,7 +581,7 @@ export async function createServices(
     identity,
     bearer,
     team,
-    mailQueue,
+    jobQueue,
     settings,
     applications,
     endusers,
@@ -527,11 +606,12 @@ export async function createServices(
     folders,
     secrets,
     metrics,
+    modules,
 
     outbound,
     async close() {
       random.close()
-      await mailQueue.close()
+      await jobQueue.close()
       await audit.flush()
       await cryptoPool.destroy()
       await bus.close()

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -9,77 +9,40 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { API_PREFIX } from '../auth/auth-hook.ts'
-import type { BearerAuthenticator } from '../auth/bearer-authenticator.ts'
-import type { EntropyStatus } from '../entropy/entropy-chain.ts'
-import { samlSurface } from '../federation/saml-surface.ts'
-import { metricsRoutes } from '../health/metrics-routes.ts'
+import { access } from '../auth/access.ts'
+import { API_PREFIX, registerAuthentication } from '../auth/auth-hook.ts'
 import { installErrorHandlers } from '../http/error-handler.ts'
 import { documentTransform, type Json, routeTransform } from '../http/openapi.ts'
 import { createValidatorCompiler } from '../http/validation.ts'
-import type { Identity } from '../identity/identity-service.ts'
-import { identitySurface } from '../identity/oidc/identity-surface.ts'
 import { instrumentRequests } from '../metrics/http-metrics.ts'
+import type { ServiceMetrics } from '../metrics/service-metrics.ts'
 import { LazyChildLogger } from '../platform/logger.ts'
-import { apiSurface } from './api-surface.ts'
-import type { Services } from './compose.ts'
+import type { Module } from '../platform/module.ts'
+import type { PageSettings } from '../web/layout.ts'
+import { pageSurface } from '../web/page-surface.ts'
 
-/** The process's services the routes use, and what only a serving process has. */
-export type AppDeps = Pick<
-  Services,
-  | 'logger'
-  | 'sql'
-  | 'redis'
-  | 'authenticator'
-  | 'audit'
-  | 'apiKeys'
-  | 'tenants'
-  | 'keys'
-  | 'crypto'
-  | 'signing'
-  | 'batches'
-  | 'rotation'
-  | 'webhooks'
-  | 'folders'
-  | 'secrets'
-  | 'metrics'
-  | 'accounts'
-  | 'team'
-  | 'settings'
-  | 'applications'
-  | 'endusers'
-  | 'roles'
-  | 'accessPolicies'
-  | 'federation'
-  | 'billing'
-  | 'partners'
-  | 'partnerCredentials'
-  | 'signups'
-  | 'cloudExports'
-  | 'intelligence'
-> & {
+/** What the JSON API's authentication hook is given (auth/auth-hook.ts). */
+type AuthenticationDeps = Parameters<typeof registerAuthentication>[1]
+
+/** What the HTTP application is built from: the modules, and what every surface shares. */
+export interface HttpDeps {
+  logger: Logger
+  metrics: Pick<ServiceMetrics, 'http'>
+  /** Who calls the JSON API: API keys, team members' access tokens, partners. */
+  authentication: AuthenticationDeps
+  /** The pages' CSP and the page kit's settings (web/). */
+  pageSettings: PageSettings
   version: string
-  /** KMS_REDIS_PREFIX: keys the API writes to Redis (the partner rate limit) start with it. */
-  redisPrefix: string
-  /** KMS_SIGNUP_RATE_PER_HOUR: sign-up requests per client IP and hour (API and pages together). */
-  signupRatePerHour: number
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
   accessLog: boolean
-  entropyStatus: () => EntropyStatus
-  /** The text GET /metrics answers: this process's metrics, or the cluster's. */
-  scrape: () => Promise<string>
-  /** `Authorization: Bearer` for team members; absent, only API keys authenticate. */
-  bearer?: BearerAuthenticator
-  /** The OpenID provider and its pages; absent, the service has no sign-in. */
-  identity?: Identity
-  /** Page routes other domains add to the sign-in surface (the accept-invitation page). */
-  identityPages?: Array<(app: FastifyInstance) => Promise<void>>
+  /** Every module, in order: surfaces at the root, then the pages, then the JSON API. */
+  modules: readonly Module[]
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+export async function buildHttp(deps: HttpDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: deps.bodyLimitBytes,
@@ -192,34 +155,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   })
   await app.register(swaggerUi, { routePrefix: '/docs' })
 
-  await app.register(metricsRoutes(deps))
-  if (deps.identity) {
-    await app.register(
-      identitySurface({
-        logger: deps.logger,
-        oidc: deps.identity.oidc,
-        clients: deps.identity.clients,
-        endUsers: deps.endusers,
-        links: deps.identity.links,
-        cors: deps.identity.cors,
-        passwordPolicyOf: async (tenantId) => (await deps.settings.getSecurity(tenantId)).passwordPolicy,
-        endSessionsOf: (accountId) => deps.identity!.endSessionsOf(accountId),
-        accounts: deps.accounts,
-        csrf: deps.identity.csrf,
-        pageSettings: deps.identity.pageSettings,
-        gate: deps.identity.gate,
-        signIns: deps.identity.signIns,
-        ...(deps.identity.branding ? { branding: deps.identity.branding } : {}),
-        codes: deps.identity.codes,
-        accessPolicy: deps.accessPolicies,
-        federation: deps.federation,
-        issuerName: 'KMS',
-        extraPages: deps.identityPages ?? [],
-      }),
-    )
-    await app.register(samlSurface({ federation: deps.federation, pageSettings: deps.identity.pageSettings }))
-  }
-  // The surfaces: each its own parsers, error format and authentication.
+  // Each surface has its own parsers, error format and authentication.
+  for (const module of deps.modules) if (module.surface) await app.register(module.surface)
+  await app.register(
+    pageSurface({
+      logger: deps.logger,
+      pageSettings: deps.pageSettings,
+      pages: deps.modules.flatMap((module) => (module.pages ? [module.pages] : [])),
+    }),
+  )
   await app.register(
     apiSurface(deps, () => app.swagger()),
     { prefix: API_PREFIX },
@@ -244,3 +188,20 @@ const DOCS_HEADERS = { ...NOSNIFF, 'content-security-policy': DOCS_CSP, 'x-frame
 
 const securityHeaders = (url: string): Record<string, string> =>
   url.startsWith('/docs') ? DOCS_HEADERS : API_HEADERS
+
+/**
+ * The JSON API under /api/v1, a surface of its own: JSON errors `{error, message}`, JSON and
+ * octet-stream bodies only, and callers authenticated by `X-Api-Key` or, for team members,
+ * `Authorization: Bearer`, against what each route declares (auth/access.ts). Its 404s are
+ * answered after authentication, so strangers cannot probe which routes exist.
+ */
+function apiSurface(deps: HttpDeps, openApiDocument: () => unknown): FastifyPluginAsyncTypebox {
+  return async (api) => {
+    installErrorHandlers(api)
+    registerAuthentication(api, deps.authentication)
+    for (const module of deps.modules) if (module.routes) await api.register(module.routes)
+    api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
+      openApiDocument(),
+    )
+  }
+}

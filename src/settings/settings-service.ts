@@ -11,8 +11,8 @@ import {
   saveSecurityDocument,
 } from './settings-store.ts'
 
-export const MFA_METHODS = ['totp', 'emailOtp', 'smsOtp'] as const
-export type MfaMethod = (typeof MFA_METHODS)[number]
+const MFA_METHODS = ['totp', 'emailOtp', 'smsOtp'] as const
+type MfaMethod = (typeof MFA_METHODS)[number]
 
 export interface MfaMethodSetting {
   enabled: boolean
@@ -44,7 +44,7 @@ export type SecuritySettingsPatch = {
  * Defaults for a new tenant (docs/settings.md). SMS OTP is off (spec 2.6); TOTP and e-mail OTP
  * may be used but are not required; access tokens live 15 minutes, sessions 14 days.
  */
-export const DEFAULT_SECURITY: SecuritySettings = {
+const DEFAULT_SECURITY: SecuritySettings = {
   mfaMethods: {
     totp: { enabled: true, required: false },
     emailOtp: { enabled: true, required: false },

@@ -1,5 +1,7 @@
 import { esc } from '../web/layout.ts'
-import type { SignupKind } from './signup-service.ts'
+import type { SignupRow } from './signup-store.ts'
+
+type SignupKind = SignupRow['kind']
 
 /** The confirmation e-mail of a sign-up: plain text and simple HTML, the same words. */
 export function signupEmail(input: {

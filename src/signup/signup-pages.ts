@@ -24,7 +24,7 @@ import {
 type Form = Record<string, string>
 
 /** Where each kind of sign-up lives. */
-export const SIGNUP_PAGES: Record<SignupKind, string> = { tenant: '/signup', partner: '/partners/signup' }
+const SIGNUP_PAGES: Record<SignupKind, string> = { tenant: '/signup', partner: '/partners/signup' }
 
 /** The sign-up forms of one address (per client IP), shared by every process. */
 export interface SignupRateLimit {

@@ -13,10 +13,10 @@ import {
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
+import type { MailQueue } from '../platform/module.ts'
 import type { TenantView } from '../tenants/tenant-service.ts'
 import { signupEmail } from './signup-email.ts'
 import {
@@ -41,7 +41,7 @@ export const SIGNUP_LIFETIME_MS = 24 * 60 * 60_000
 export const SIGNUPS_PER_ADDRESS_PER_HOUR = 5
 
 /** The pages that take each kind of link. */
-export const SIGNUP_CONFIRM_PATHS: Record<SignupKind, string> = {
+const SIGNUP_CONFIRM_PATHS: Record<SignupKind, string> = {
   tenant: '/signup/confirm',
   partner: '/partners/signup/confirm',
 }
@@ -51,7 +51,7 @@ const MAX_NAME_LENGTH = 200
 const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest()
 const linkAad = (id: string) => `kms signup link v1 id:${id}`
 
-export const signupLinkInvalid = () =>
+const signupLinkInvalid = () =>
   new AppError(400, 'signup_link_invalid', 'The confirmation link is not valid: it expired or was used')
 /** The per-client-IP limit of sign-up requests (KMS_SIGNUP_RATE_PER_HOUR), API and pages together. */
 export const signupIpRateLimited = (perHour: number) =>
@@ -60,7 +60,7 @@ export const signupIpRateLimited = (perHour: number) =>
     'signup_rate_limited',
     `At most ${perHour} sign-up requests an hour from one client address: try again later`,
   )
-export const signupRateLimited = () =>
+const signupRateLimited = () =>
   new AppError(
     429,
     'signup_rate_limited',
@@ -69,7 +69,7 @@ export const signupRateLimited = () =>
   )
 
 /** What a sign-up request answers: the same whether or not the address has an account. */
-export interface SignupRequested {
+interface SignupRequested {
   email: string
   expiresAt: string
 }
@@ -84,7 +84,7 @@ export interface SignupPreview {
   accountExists: boolean
 }
 
-export type SignupConfirmed =
+type SignupConfirmed =
   | { kind: 'tenant'; tenantId: string; organizationName: string; accountId: string }
   | { kind: 'partner'; partnerId: string; organizationName: string; accountId: string }
 
@@ -156,6 +156,13 @@ function checkOrganizationName(name: string, field = 'body/organizationName'): s
   return name
 }
 
+/** A sign-up's confirmation link on the mail queue (signup-jobs.ts delivers it). */
+export const SIGNUP_EMAIL = 'signup-email'
+export interface SignupEmail {
+  signupId: string
+}
+export const signupEmailId = (signupId: string) => `signup.${signupId}`
+
 /**
  * Self-service sign-up (docs/signup.md): tenants, and partners who then wait for an operator.
  * The e-mail link proves the address; it is a random token kept only as its SHA-256, single use,
@@ -212,7 +219,7 @@ export function createSignupService(deps: {
         expires_at: new Date(now.getTime() + SIGNUP_LIFETIME_MS),
       })
       // A failure leaves the row queued: the identity sweep sends it.
-      await deps.mailQueue?.enqueueSignup({ signupId: id }).catch(() => {})
+      await deps.mailQueue?.enqueue(SIGNUP_EMAIL, { signupId: id }, signupEmailId(id)).catch(() => {})
       return { email: row.email, expiresAt: row.expires_at.toISOString() }
     },
 

@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import { TENANT_ROLES } from '../auth/roles.ts'
 import { nameSchema, Timestamp, Uuid } from '../http/http-schemas.ts'
 
-const Role = Type.Enum(TENANT_ROLES, { description: 'A role in the tenant (docs/team.md)' })
+const Role = Type.Enum(TENANT_ROLES, { description: 'A role in the tenant (docs/identity.md "The model")' })
 const Email = Type.String({ minLength: 3, maxLength: 254, description: 'An e-mail address' })
 
 export const MemberSchema = Type.Object(

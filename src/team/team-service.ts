@@ -11,10 +11,10 @@ import { checkEmail, normalizeEmail } from '../identity/accounts/account-service
 import { open, seal } from '../keyring/aead.ts'
 import type { MasterKeyring } from '../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../keyring/rewrap.ts'
-import type { MailQueue } from '../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../mail/mailer.ts'
 import { type Clock, DAY_MS } from '../platform/clock.ts'
 import { AppError, forbidden, invalidField, notFound } from '../platform/errors.ts'
+import type { MailQueue } from '../platform/module.ts'
 import type { TenantService } from '../tenants/tenant-service.ts'
 import { invitationEmail, inviterName } from './invitation-email.ts'
 import {
@@ -41,11 +41,11 @@ import {
   updateRole,
 } from './team-store.ts'
 
-export const MEMBERSHIP_TOPIC = 'membership'
+const MEMBERSHIP_TOPIC = 'membership'
 /** How long an invitation link works (decision: a week, as GitHub and Logto do). */
-export const INVITATION_TTL_MS = 7 * DAY_MS
+const INVITATION_TTL_MS = 7 * DAY_MS
 
-export interface MemberView {
+interface MemberView {
   accountId: string
   email: string
   displayName: string | null
@@ -53,7 +53,7 @@ export interface MemberView {
   createdAt: string
 }
 
-export interface InvitationView {
+interface InvitationView {
   invitationId: string
   email: string
   role: TenantRole
@@ -79,7 +79,7 @@ export interface InvitationPreview {
   accountExists: boolean
 }
 
-export type DeliveryOutcome = 'sent' | 'failed' | 'skipped'
+type DeliveryOutcome = 'sent' | 'failed' | 'skipped'
 
 /**
  * What the team needs of the identity module (src/identity): the console's grants of a member for
@@ -95,7 +95,7 @@ export interface MemberGrants {
 }
 
 /** A signed-in member's own view (`GET /me`): who they are and every tenant they belong to. */
-export interface MeView {
+interface MeView {
   accountId: string
   email: string
   displayName: string | null
@@ -145,7 +145,7 @@ export interface TeamService extends MembershipRoles {
   rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
-export const lastOwner = () =>
+const lastOwner = () =>
   new AppError(409, 'last_owner', 'A tenant always has at least one owner: make another member owner first')
 const invitationInvalid = () =>
   new AppError(400, 'invitation_invalid', 'The invitation is not valid: it expired, was used or was revoked')
@@ -154,6 +154,15 @@ const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').
 const linkAad = (id: string) => `kms invitation link v1 id:${id}`
 const TOKEN = /^[A-Za-z0-9_-]{43}$/
 const MEMBER_ACTOR = /^member:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
+
+/** An invitation's e-mail on the mail queue (team-jobs.ts delivers it): one job per send. */
+export const INVITATION_EMAIL = 'invitation-email'
+export interface InvitationSend {
+  invitationId: string
+  sendCount: number
+}
+/** A send is identified by (invitation, send count), so it runs once, re-queued or not. */
+export const invitationEmailId = (send: InvitationSend) => `${send.invitationId}.${send.sendCount}`
 
 export function createTeamService(deps: {
   sql: Sql
@@ -228,9 +237,8 @@ export function createTeamService(deps: {
 
   async function enqueue(row: InvitationRow): Promise<void> {
     // After commit. A failure here leaves the row queued; the job process's sweep sends it.
-    await deps.mailQueue
-      ?.enqueueInvitation({ invitationId: row.id, sendCount: row.send_count })
-      .catch(() => {})
+    const send = { invitationId: row.id, sendCount: row.send_count }
+    await deps.mailQueue?.enqueue(INVITATION_EMAIL, send, invitationEmailId(send)).catch(() => {})
   }
 
   async function preview(row: InvitationRow): Promise<InvitationPreview> {

@@ -11,7 +11,7 @@ import { AppError, invalidField, isUniqueViolation } from '../platform/errors.ts
 import { isUuid } from '../platform/ids.ts'
 import { getTenant, insertTenant, listTenants as listTenantRows, type TenantRow } from './tenant-store.ts'
 
-export interface CreatedTenant {
+interface CreatedTenant {
   tenant: TenantRow
   apiKey: ApiKeyView & { key: string }
 }
@@ -20,7 +20,7 @@ export interface CreatedTenant {
 const NAME_INDEX = 'tenants_name_unique_idx'
 const MAX_NAME_LENGTH = 200
 
-export const tenantNameTaken = (name: string) =>
+const tenantNameTaken = (name: string) =>
   new AppError(409, 'tenant_name_taken', `A tenant named "${name}" already exists (names ignore case)`, {
     name,
   })
@@ -92,7 +92,7 @@ export const toTenantView = (row: TenantRow): TenantView => ({
   createdAt: row.created_at.toISOString(),
 })
 
-export const TENANT_INVALIDATION_TOPIC = 'tenant'
+const TENANT_INVALIDATION_TOPIC = 'tenant'
 
 export interface TenantService {
   /** A tenant with its KEK and one API key (full scope unless told otherwise). 409 `tenant_name_taken`. */

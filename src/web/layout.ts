@@ -11,7 +11,7 @@ export interface PageSettings {
  * Spec 4.4, exactly: the sign-in pages' Content-Security-Policy. No inline script anywhere (the
  * pages have no script at all); inline styles are allowed by the spec but the pages use a file.
  */
-export function signInPageCsp(cdnHost: string): string {
+function signInPageCsp(cdnHost: string): string {
   return (
     `default-src 'self'; style-src 'self' 'unsafe-inline' https://${cdnHost}; font-src 'self' https://${cdnHost}; ` +
     "img-src 'self' data: blob: https:; script-src 'self'; frame-ancestors 'none'; form-action 'self'"

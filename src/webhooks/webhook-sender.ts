@@ -13,7 +13,7 @@ export interface SendResult {
  * and only from a receiver the operator allowed (KMS_OUTBOUND_ALLOW): from anywhere else the
  * status code alone, so a webhook cannot be used to read what some server answers.
  */
-export const EXCERPT_BYTES = 256
+const EXCERPT_BYTES = 256
 
 /**
  * One HTTP attempt through the service's outbound client (src/outbound/): the destination is

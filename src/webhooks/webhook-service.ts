@@ -20,12 +20,12 @@ import {
 } from './webhook-store.ts'
 
 /** Spec 6 and 8: a failed delivery is retried 3 times, after 1 s, 10 s and 60 s. */
-export const RETRY_DELAYS_MS = [1000, 10_000, 60_000] as const
-export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1
+const RETRY_DELAYS_MS = [1000, 10_000, 60_000] as const
+const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1
 /** Beyond the attempt's own timeout: signing, recording and a slow database. */
 const LEASE_MARGIN_MS = 30_000
 
-export interface WebhookEvent {
+interface WebhookEvent {
   type: string
   tenantId: string
   data: Record<string, unknown>
@@ -98,8 +98,8 @@ export function createWebhookService(deps: {
   /** Multiplies the retry delays (1 in production; tests shrink the schedule). */
   retryScale: number
   userAgent: string
-  /** Late-bound: the partners module is built after this service. */
-  partnerSecrets?: () => PartnerSecrets
+  /** Partner deliveries are signed with the partner's own secret (partners/partner-service.ts). */
+  partnerSecrets?: PartnerSecrets
 }): WebhookService {
   const { sql, tenantKeks, clock } = deps
   const delayBefore = (attempt: number) => Math.round(RETRY_DELAYS_MS[attempt - 2]! * deps.retryScale)
@@ -168,7 +168,7 @@ export function createWebhookService(deps: {
       const leaseUntil = new Date(clock.now().getTime() + deps.timeoutMs + LEASE_MARGIN_MS)
       const row = await claimAttempt(sql, deliveryId, attempt, leaseUntil)
       if (!row) return null
-      const partnerSecrets = deps.partnerSecrets?.()
+      const partnerSecrets = deps.partnerSecrets
       if (!row.tenant_id && (!row.partner_id || !partnerSecrets)) return null
       const secret = row.tenant_id
         ? await secretBytes(sql, row.tenant_id)

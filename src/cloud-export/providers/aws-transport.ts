@@ -66,7 +66,7 @@ export function createKmsClient(
  * exactly as signed (host, x-amz-date, x-amz-target, x-amz-security-token, content-type,
  * content-length ...): changing any of them would break the signature.
  */
-export class OutboundHttpHandler implements HttpHandler {
+class OutboundHttpHandler implements HttpHandler {
   readonly metadata = { handlerProtocol: 'http/1.1' }
   readonly #outbound: OutboundClient
   readonly #timeoutMs: number

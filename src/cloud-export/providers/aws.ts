@@ -269,7 +269,7 @@ async function importMaterial(
  * RSA-OAEP (SHA-256, MGF1-SHA-256) under AWS's wrapping key; the result is the encrypted AES key
  * followed by the wrapped material. The AES key and the DER are zeroed once used.
  */
-export function wrapKeyMaterial(privateKey: KeyObject, wrappingPublicKeyDer: Uint8Array): Buffer {
+function wrapKeyMaterial(privateKey: KeyObject, wrappingPublicKeyDer: Uint8Array): Buffer {
   const wrappingKey = readWrappingKey(wrappingPublicKeyDer)
   const aesKey = randomBytes(32)
   const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' })

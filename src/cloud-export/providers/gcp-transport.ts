@@ -30,7 +30,7 @@ import { guardedFetch, MAX_CLOUD_RESPONSE_BYTES } from './guarded-fetch.ts'
  */
 
 /** Google's OAuth token endpoint or the Cloud KMS API. */
-export type GoogleService = 'oauth' | 'kms'
+type GoogleService = 'oauth' | 'kms'
 
 export interface Exchange {
   service: GoogleService

@@ -548,7 +548,7 @@ async function importVersion(
  * (SHA-256, MGF1-SHA-256, empty label) under the import job's key, followed by the PKCS#8 DER of
  * the private key wrapped with AES-KWP (RFC 5649) under that AES key.
  */
-export function wrapForImport(privateKey: KeyObject, wrappingKey: KeyObject): Buffer {
+function wrapForImport(privateKey: KeyObject, wrappingKey: KeyObject): Buffer {
   const der = privateKey.export({ format: 'der', type: 'pkcs8' })
   const aesKey = randomBytes(32)
   let wrappedDer: Buffer | undefined

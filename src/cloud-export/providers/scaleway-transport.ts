@@ -56,7 +56,7 @@ export function createKeyManagerApi(
 }
 
 /** A fetch for the SDK over the guarded client (guarded-fetch.ts). */
-export function createGuardedFetch(outbound: OutboundClient, timeoutMs: number): typeof fetch {
+function createGuardedFetch(outbound: OutboundClient, timeoutMs: number): typeof fetch {
   return guardedFetch(
     (request) =>
       outbound.request({

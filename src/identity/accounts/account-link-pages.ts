@@ -13,7 +13,7 @@ import {
   withPanel,
 } from '../../web/layout.ts'
 import type { ClientDirectory } from '../oidc/oidc-provider.ts'
-import type { TenantBranding } from '../sign-in/sign-in-routes.ts'
+import type { TenantBranding } from '../sign-in/sign-in-types.ts'
 import { type AccountLinks, LINK_PATHS, type LinkKind } from './account-links.ts'
 import {
   type AccountService,
@@ -39,7 +39,7 @@ export interface AccountLinkPagesDeps {
 }
 
 /** The error a link page answers when userId and token do not belong together (spec 7). */
-export const INVALID_LINK_CODE: Record<LinkKind, string> = {
+const INVALID_LINK_CODE: Record<LinkKind, string> = {
   reset: 'invalid_reset_token',
   setup: 'invalid_setup_token',
 }

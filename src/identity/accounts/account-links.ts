@@ -5,10 +5,10 @@ import type { ClientRateLimit, RequestAdmission } from '../../http/client-rate-l
 import { open, seal } from '../../keyring/aead.ts'
 import type { MasterKeyring } from '../../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../../keyring/rewrap.ts'
-import type { MailQueue } from '../../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../../mail/mailer.ts'
 import type { Clock } from '../../platform/clock.ts'
 import { isUuid } from '../../platform/ids.ts'
+import type { MailQueue } from '../../platform/module.ts'
 import { esc } from '../../web/layout.ts'
 import {
   type AccountLinkRow,
@@ -29,7 +29,7 @@ import { findAccountByEmail, getAccount, setPasswordHash } from './account-store
 export type LinkKind = AccountLinkRow['kind']
 
 /** Spec 8: a reset link works once, for one hour; a set-up link for 7 days (as an invitation). */
-export const LINK_LIFETIME_MS: Record<LinkKind, number> = {
+const LINK_LIFETIME_MS: Record<LinkKind, number> = {
   reset: 60 * 60_000,
   setup: 7 * 24 * 60 * 60_000,
 }
@@ -53,7 +53,7 @@ const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').
 const linkAad = (id: string) => `kms account link v1 id:${id}`
 
 /** What a link's page sends back: the account it is for, the token, and (informational) the application. */
-export interface LinkClaim {
+interface LinkClaim {
   userId: string
   token: string
   kind: LinkKind
@@ -105,10 +105,19 @@ export interface AccountLinks {
   rewrapSealed(keyring: MasterKeyring): Promise<RewrapResult>
 }
 
+/** A link's e-mail on the mail queue (identity-jobs.ts delivers it): one job per link. */
+export const ACCOUNT_LINK_EMAIL = 'account-link-email'
+export interface AccountLinkEmail {
+  linkId: string
+}
+/** The job id of a link's e-mail, the same when the identity sweep queues it again. */
+export const accountLinkEmailId = (linkId: string) => `link.${linkId}`
+
 /**
- * One-time links of accounts (design/identity.md "One-time links"): a random token stored only as
- * its SHA-256, single use, with a lifetime, consumed by one atomic UPDATE. The link travels to the
- * job process sealed under the master keyring and is dropped once the e-mail is out.
+ * One-time links of accounts (docs/identity.md "One-time links and the self-service pages"): a
+ * random token stored only as its SHA-256, single use, with a lifetime, consumed by one atomic
+ * UPDATE. The link travels to the job process sealed under the master keyring and is dropped once
+ * the e-mail is out.
  */
 export function createAccountLinks(deps: {
   sql: Sql
@@ -152,7 +161,9 @@ export function createAccountLinks(deps: {
     },
     async enqueue(linkId) {
       // A failure leaves the row queued: the identity sweep sends it.
-      await deps.mailQueue?.enqueueAccountLink({ linkId }).catch(() => {})
+      await deps.mailQueue
+        ?.enqueue(ACCOUNT_LINK_EMAIL, { linkId }, accountLinkEmailId(linkId))
+        .catch(() => {})
     },
     async isLive(claim) {
       if (!wellFormed(claim)) return false

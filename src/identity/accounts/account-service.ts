@@ -40,7 +40,7 @@ export const tenantRealm = (tenantId: string) => `tenant:${tenantId}`
 export const tenantOfRealm = (realm: string): string | undefined =>
   realm.startsWith('tenant:') ? realm.slice('tenant:'.length) : undefined
 
-export interface AccountView {
+interface AccountView {
   id: string
   realm: string
   email: string
@@ -103,16 +103,16 @@ export const THROTTLE = {
   lockMs: 15 * 60_000,
 } as const
 
-export type SignInResult =
+type SignInResult =
   | { outcome: 'ok'; account: AccountView }
   | { outcome: 'invalid' }
   /** The password was right but sign-in is disabled (a blocked end-user): said only to who knows it. */
   | { outcome: 'blocked' }
   | { outcome: 'locked'; retryAfterSeconds: number }
 
-export type TotpCheck = 'ok' | 'invalid' | 'locked'
+type TotpCheck = 'ok' | 'invalid' | 'locked'
 
-export const accountExists = () =>
+const accountExists = () =>
   new AppError(409, 'account_exists', 'An account with this e-mail address already exists')
 
 // No white space, no control characters (NUL cannot even be stored), one @, a dotted domain.
@@ -150,7 +150,7 @@ export function passwordProblems(password: string, policy: PasswordPolicy): stri
 }
 
 /** A new account: a password to hash, one hashed beforehand, or none yet (a set-up link follows). */
-export interface NewAccount {
+interface NewAccount {
   id?: string
   email: string
   displayName?: string | null

@@ -3,9 +3,9 @@ import type { Sql } from '../../data/database.ts'
 import { open, seal } from '../../keyring/aead.ts'
 import type { MasterKeyring } from '../../keyring/master-key.ts'
 import { type RewrapResult, rewrapEach } from '../../keyring/rewrap.ts'
-import type { MailQueue } from '../../mail/mail-queue.ts'
 import { MailError, type Mailer } from '../../mail/mailer.ts'
 import type { Clock } from '../../platform/clock.ts'
+import type { MailQueue } from '../../platform/module.ts'
 import { SmsError, type SmsSender } from '../../sms/sms-sender.ts'
 import {
   type AccountOtpRow,
@@ -19,7 +19,7 @@ import {
   reserveOtpTry,
 } from './account-otp-store.ts'
 
-export type OtpChannel = AccountOtpRow['channel']
+type OtpChannel = AccountOtpRow['channel']
 
 /**
  * Sign-in codes by e-mail and SMS (docs/identity.md "MFA methods"): six digits, ten minutes,
@@ -33,7 +33,7 @@ export const OTP_POLICY = {
   windowMs: 15 * 60_000,
 } as const
 
-export type OtpCheck = 'ok' | 'invalid'
+type OtpCheck = 'ok' | 'invalid'
 
 export interface OneTimeCodes {
   /** A new code to the address or number (older live ones of the channel stop working). */
@@ -55,6 +55,13 @@ export interface OneTimeCodes {
 }
 
 const CODE = /^[0-9]{6}$/
+
+/** A sign-in code, by e-mail or SMS, on the mail queue (identity-jobs.ts delivers it). */
+export const ONE_TIME_CODE = 'one-time-code'
+export interface OneTimeCodeMessage {
+  otpId: string
+}
+const oneTimeCodeId = (otpId: string) => `otp.${otpId}`
 
 export function createOneTimeCodes(deps: {
   sql: Sql
@@ -99,7 +106,7 @@ export function createOneTimeCodes(deps: {
         { since: new Date(now.getTime() - OTP_POLICY.windowMs), max: OTP_POLICY.sendsPerWindow },
       )
       if (!inserted) return 'rate_limited'
-      await deps.mailQueue?.enqueueCode({ otpId: id }).catch(() => {})
+      await deps.mailQueue?.enqueue(ONE_TIME_CODE, { otpId: id }, oneTimeCodeId(id)).catch(() => {})
       return 'queued'
     },
     async verify({ accountId, channel, code }) {

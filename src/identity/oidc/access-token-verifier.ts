@@ -13,7 +13,7 @@ import {
 import { grantExists } from './oidc-store.ts'
 import { SIGNING_ALG, type SigningKeys } from './signing-keys.ts'
 
-export const GRANT_TOPIC = 'oidc-grant'
+const GRANT_TOPIC = 'oidc-grant'
 const SEGMENT = /^[A-Za-z0-9_-]+$/
 /** Allowed clock difference between processes for exp/iat/nbf. */
 const LEEWAY_SECONDS = 5

@@ -1,9 +1,9 @@
 import type { InvalidationBus } from '../../data/invalidation-bus.ts'
 import type { Clock } from '../../platform/clock.ts'
 
-export const CORS_TOPIC = 'cors-allowlist'
+const CORS_TOPIC = 'cors-allowlist'
 /** Spec 8: an allow-list is rebuilt at most 5 minutes after it was read. */
-export const CORS_TTL_MS = 5 * 60_000
+const CORS_TTL_MS = 5 * 60_000
 
 /** http or https, localhost or 127.0.0.1, any port: allowed in every environment (spec 4.4). */
 const LOCAL_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1)(:\d{1,5})?$/

@@ -1,45 +1,26 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
-import { installFormHandling, pageError } from '../../web/form-surface.ts'
-import { IDENTITY_CSS, type PageSettings, pageHeaders } from '../../web/layout.ts'
-import { accountLinkPages } from '../accounts/account-link-pages.ts'
-import type { AccountLinks } from '../accounts/account-links.ts'
-import type { PasswordPolicy } from '../accounts/account-service.ts'
-import { type SignInDeps, signInRoutes } from '../sign-in/sign-in-routes.ts'
+import { type PageSettings, pageHeaders } from '../../web/layout.ts'
 import type { CorsAllowlist } from './cors-allowlist.ts'
 import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
 
-/** A sign-in form is a few fields; anything larger is not one. */
-const FORM_LIMIT_BYTES = 16 * 1024
-const MAX_FIELDS = 20
-
-export interface IdentitySurfaceDeps extends SignInDeps {
-  logger: Logger
-  pageSettings: PageSettings
-  /** More page routes (accept-invitation) registered inside the pages' surface. */
-  extraPages?: Array<(app: FastifyInstance) => Promise<void>>
-  links: AccountLinks
-  cors: CorsAllowlist
-  passwordPolicyOf(tenantId: string): Promise<PasswordPolicy>
-  endSessionsOf(accountId: string): Promise<void>
-}
-
 /**
- * The OpenID provider and its pages: two sub-applications beside the JSON API, each with its own
- * body parsing and error format. The provider (oidc-provider, a Koa application) gets the raw
- * request and answers it itself; the pages parse only url-encoded forms and answer every error as
- * an HTML page, never JSON and never a 5xx for bad input.
+ * The OpenID provider (oidc-provider, a Koa application) beside the JSON API: it gets the raw
+ * request and answers it itself. Not part of the JSON API's OpenAPI document (the provider
+ * publishes its own discovery document).
  */
-export function identitySurface(deps: IdentitySurfaceDeps) {
+export function providerSurface(deps: {
+  oidc: OidcRuntime
+  cors: CorsAllowlist
+  pageSettings: PageSettings
+  logger: Logger
+}) {
   return async (app: FastifyInstance) => {
-    // Pages and the provider are not part of the JSON API's OpenAPI document (the provider
-    // publishes its own discovery document).
     app.addHook('onRoute', (route) => {
       route.schema = { ...(route.schema ?? {}), hide: true }
     })
-    await app.register(providerSurface(deps.oidc, deps.cors, deps.pageSettings, deps.logger))
-    await app.register(pagesSurface(deps))
+    await app.register(providerRoutes(deps.oidc, deps.cors, deps.pageSettings, deps.logger))
   }
 }
 
@@ -101,7 +82,7 @@ function providerRouteOf(url: string): string {
   return '/oidc/*'
 }
 
-function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: PageSettings, logger: Logger) {
+function providerRoutes(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: PageSettings, logger: Logger) {
   return async (app: FastifyInstance) => {
     // The provider reads its own bodies from the raw request.
     app.removeAllContentTypeParsers()
@@ -158,52 +139,5 @@ function providerSurface(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: P
     app.route({ method: [...methods], url: '/.well-known/openid-configuration', handler })
     app.route({ method: [...methods], url: OIDC_ROUTES.jwks, handler })
     app.route({ method: [...methods], url: '/oidc/*', handler, config: { metricsRoute: providerRouteOf } })
-  }
-}
-
-function pagesSurface(deps: IdentitySurfaceDeps) {
-  return async (app: FastifyInstance) => {
-    const send = installFormHandling(app, {
-      pageSettings: deps.pageSettings,
-      bodyLimit: FORM_LIMIT_BYTES,
-      maxFields: MAX_FIELDS,
-      failure: 'sign-in page failed',
-      tooLarge: 'The form is too large.',
-      notAForm: 'Forms must be sent as application/x-www-form-urlencoded.',
-    })
-    // Bodies with a POST route must be forms; an empty or missing body is a malformed form.
-    app.addHook('preValidation', async (request) => {
-      if (request.method === 'POST' && (request.body === undefined || request.body === null)) {
-        throw pageError(400, 'The form is malformed.')
-      }
-    })
-    // Every answer of this surface, redirects included, carries the pages' security headers.
-    const { 'content-type': _html, ...securityHeaders } = pageHeaders(deps.pageSettings)
-    app.addHook('onRequest', (_request, reply, done) => {
-      reply.headers(securityHeaders)
-      done()
-    })
-    app.get('/assets/identity.css', async (_request, reply) =>
-      reply
-        .header('content-type', 'text/css; charset=utf-8')
-        .header('cache-control', 'public, max-age=3600')
-        .send(IDENTITY_CSS),
-    )
-    await app.register(signInRoutes(deps))
-    await app.register(accountLinkPages(deps))
-    for (const pages of deps.extraPages ?? []) await app.register(pages)
-    // Anything else under the pages' paths (another method, a step that does not exist): a page too.
-    for (const url of ['/sign-in/*', '/invitations/*', '/signup/*', '/partners/*']) {
-      app.all(url, async (request, reply) => send(request, reply, 404, 'This page does not exist.'))
-    }
-    // The one-time links' pages answer GET and POST; another method gets a page as well, not JSON.
-    for (const url of ['/forgot-password', '/reset-password', '/set-up-account', '/confirm-sign-up']) {
-      app.route({
-        method: ['PUT', 'PATCH', 'DELETE'],
-        url,
-        handler: async (request, reply) =>
-          send(request, reply, 405, 'This page does not accept that method.'),
-      })
-    }
   }
 }

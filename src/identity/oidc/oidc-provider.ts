@@ -25,6 +25,7 @@ import type {
 } from '../sign-in/authorization-gate.ts'
 import { forgetOtherAccounts, recordSessionFactors } from '../sign-in/session-factor-store.ts'
 import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
+import type { Issuer } from './issuer.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import { renderProviderError, renderSignedOut, renderSignOut } from './provider-pages.ts'
 import type { SigningKeys } from './signing-keys.ts'
@@ -54,7 +55,7 @@ export const OIDC_ROUTES = {
 } as const
 
 /** Lifetimes (seconds). An access token's own comes from the tenant's settings when they say. */
-export const TOKEN_TTL = {
+const TOKEN_TTL = {
   accessToken: 900,
   authorizationCode: 60,
   idToken: 3600,
@@ -123,11 +124,11 @@ export interface RoleClaims {
 }
 
 /** Client metadata the service adds: which tenant and application a client is. */
-export const CLIENT_TENANT = 'kms_tenant_id'
-export const CLIENT_APPLICATION = 'kms_application_id'
+const CLIENT_TENANT = 'kms_tenant_id'
+const CLIENT_APPLICATION = 'kms_application_id'
 
 /** The realm whose accounts may sign in to a client: the team's for the console, the tenant's for its applications. */
-export function realmOfClient(client: { clientId: string; [key: string]: unknown }): string | undefined {
+function realmOfClient(client: { clientId: string; [key: string]: unknown }): string | undefined {
   if (client.clientId === CONSOLE_CLIENT_ID) return TEAM_REALM
   if (client.clientId === PARTNER_PORTAL_CLIENT_ID) return PARTNER_REALM
   const tenantId = client[CLIENT_TENANT]
@@ -135,7 +136,7 @@ export function realmOfClient(client: { clientId: string; [key: string]: unknown
 }
 
 /** The provider's metadata for a tenant's application (docs/identity.md "Applications as clients"). */
-export function clientMetadata(app: TenantClient): ClientMetadata {
+function clientMetadata(app: TenantClient): ClientMetadata {
   const machine = app.applicationType === 'machine_to_machine'
   return {
     client_id: app.clientId,
@@ -170,6 +171,8 @@ export interface OidcDeps {
   tenants: Pick<TenantService, 'get'>
   sessionPolicy?: SessionPolicy
   pageSettings: PageSettings
+  /** ID_URL, or the listening URL once known (issuer.ts). */
+  issuer: Issuer
   onGrantRevoked: (grantId: string) => Promise<void>
   clients: ClientDirectory
   roles: RoleClaims
@@ -192,7 +195,6 @@ export interface OidcRuntime {
 }
 
 export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
-  let issuer: string | undefined = deps.config.idUrl
   let current: Promise<Provider> | undefined
   let builtWith = ''
   deps.signingKeys.onChange(() => {
@@ -209,14 +211,10 @@ export function createOidcRuntime(deps: OidcDeps): OidcRuntime {
 
   const runtime: OidcRuntime = {
     setIssuer(url) {
-      if (deps.config.idUrl) return
-      issuer = url.replace(/\/+$/, '')
+      deps.issuer.set(url)
       current = undefined
     },
-    issuer() {
-      if (!issuer) throw new Error('the OpenID provider has no issuer yet (the service is not listening)')
-      return issuer
-    },
+    issuer: () => deps.issuer.url(),
     provider() {
       const at = runtime.issuer()
       // The cookie keys follow the keyring (a key file rotated under this running process).

@@ -48,13 +48,6 @@ export async function destroyByGrant(db: Queryable, grantId: string): Promise<vo
   await db`DELETE FROM oidc_models WHERE grant_id = ${grantId} OR (model = 'Grant' AND id = ${grantId})`
 }
 
-/** Grants of one account (a removed member's sessions end with the membership). */
-export async function grantIdsOfAccount(db: Queryable, accountId: string): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`
-    SELECT id FROM oidc_models WHERE model = 'Grant' AND payload->>'accountId' = ${accountId}`
-  return rows.map((row) => row.id)
-}
-
 /**
  * The account's grants of one client that include a resource (a member removed from a tenant:
  * the console's grants for that tenant's resource), with every code and token issued under them.

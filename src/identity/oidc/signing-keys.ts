@@ -21,21 +21,21 @@ import {
 } from './oidc-store.ts'
 
 export const SIGNING_ALG = 'ES256'
-export const SIGNING_KEYS_TOPIC = 'oidc-signing-keys'
+const SIGNING_KEYS_TOPIC = 'oidc-signing-keys'
 /**
  * A retired version stays published this long: longer than any token it signed can live (ID and
  * access tokens live at most an hour), so a relying party holding one can still verify it.
  */
-export const RETIRED_KEY_PUBLISHED_MS = DAY_MS
+const RETIRED_KEY_PUBLISHED_MS = DAY_MS
 
-export interface PublishedKey {
+interface PublishedKey {
   kid: string
   version: number
   publicKey: KeyObject
   publicJwk: JsonWebKey
 }
 
-export interface SigningKeySet {
+interface SigningKeySet {
   /** The private JWKs oidc-provider signs with, the current version first (it signs with the first). */
   privateJwks: JsonWebKey[]
   /** Every version a token may still carry: the current one and those retired within the window. */

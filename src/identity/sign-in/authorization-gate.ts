@@ -1,14 +1,11 @@
 import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
 import type { Sql } from '../../data/database.ts'
+import type { MfaMethodSetting } from '../../settings/settings-service.ts'
 import type { TenantService } from '../../tenants/tenant-service.ts'
 import { type AccountService, PARTNER_REALM, TEAM_REALM, tenantRealm } from '../accounts/account-service.ts'
 import { factorsOfSession, type SecondFactor } from './session-factor-store.ts'
 
-/** An MFA method's setting (src/settings): may be used; must be used. */
-export interface MfaMethodSetting {
-  enabled: boolean
-  required: boolean
-}
+/** The tenant's (or an application's) MFA methods: each may be used, must be used (src/settings). */
 export type MfaMethods = Record<'totp' | 'emailOtp' | 'smsOtp', MfaMethodSetting>
 
 /** What the gate needs of tenant settings (src/settings). */
@@ -29,7 +26,7 @@ export type { SecondFactor }
  * (enrolling it first when the account has none), and an enrolled authenticator when TOTP is
  * enabled. Without a tenant (the console without a resource) an enrolled authenticator is asked for.
  */
-export function stepsFor(
+function stepsFor(
   account: { totpEnrolled: boolean; phoneNumber: string | null },
   methods: MfaMethods | undefined,
 ): Step[] {
@@ -43,7 +40,7 @@ export function stepsFor(
 }
 
 /** A tenant's application as the gate needs it (src/applications, through the client directory). */
-export interface GateApplication {
+interface GateApplication {
   tenantId: string
   applicationId: string
   /** The application's own MFA methods; null: the tenant's. */
@@ -90,7 +87,7 @@ export interface GatePartners {
   statusOf(accountId: string): Promise<'pending' | 'active' | 'suspended' | 'rejected' | undefined>
 }
 
-export type DenyReason =
+type DenyReason =
   | 'account_unavailable'
   | 'not_member'
   | 'factor_missing'
@@ -107,7 +104,7 @@ export type GateDecision =
   /** An access policy waits for a team member's approval of this request. */
   | { outcome: 'pending'; requestId: string }
 
-export interface GateQuestion {
+interface GateQuestion {
   target: AuthorizationTarget
   accountId: string
   /** The second factors this session has satisfied for this account (stored, and just proven). */

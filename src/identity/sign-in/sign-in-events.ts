@@ -19,7 +19,7 @@ export type SignInFailure =
   | 'partner_refused'
   | 'account_unavailable'
 
-export interface SignInEvent {
+interface SignInEvent {
   kind: SignInKind
   clientId: string
   /** The tenant the sign-in is for (an application's; the console's resource); none for the portal. */

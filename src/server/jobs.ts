@@ -6,7 +6,7 @@ import { type JobRunner, startJobRunner } from '../jobs/job-runner.ts'
 import type { ServiceOptions, Services } from './compose.ts'
 import { createServices } from './compose.ts'
 
-/** The job runner over a process's services. */
+/** The job runner over every module's jobs (sweeps, mail, queues), in a process's services. */
 export async function startJobs(services: Services): Promise<JobRunner> {
   const { config } = services
   return startJobRunner({
@@ -15,20 +15,7 @@ export async function startJobs(services: Services): Promise<JobRunner> {
     namespace: await jobNamespace(services.sql),
     config: config.jobs,
     logger: services.logger.child({ component: 'jobs' }),
-    rotation: services.rotation,
-    keys: services.keys,
-    secrets: services.secrets,
-    webhooks: services.webhooks,
-    team: services.team,
-    identity: services.identity,
-    accessPolicies: services.accessPolicies,
-    federation: services.federation,
-    billing: services.billing,
-    partners: services.partners,
-    signups: services.signups,
-    endusers: services.endusers,
-    cloudExports: services.cloudExports,
-    intelligence: services.intelligence,
+    modules: services.modules.flatMap((module) => (module.jobs ? [module.jobs] : [])),
     // Inside the process's shutdown grace period, leaving time to close connections.
     closeTimeoutMs: Math.max(500, config.shutdownGraceMs - 2000),
     onJobDone: services.metrics.jobDone,

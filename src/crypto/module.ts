@@ -1,0 +1,25 @@
+import type { Module } from '../platform/module.ts'
+import { batchRoutes } from './batch-routes.ts'
+import type { BatchService } from './batch-service.ts'
+import { cryptoRoutes } from './crypto-routes.ts'
+import type { CryptoService } from './crypto-service.ts'
+import { dataKeyRoutes } from './data-key-routes.ts'
+import { signingRoutes } from './signing-routes.ts'
+import type { SigningService } from './signing-service.ts'
+
+/** The data plane: encryption, MACs, signatures, data keys, batches, random bytes. */
+export function cryptoModule(deps: {
+  crypto: CryptoService
+  signing: SigningService
+  batches: BatchService
+}): Module {
+  return {
+    name: 'crypto',
+    routes: async (api) => {
+      await api.register(cryptoRoutes(deps.crypto))
+      await api.register(batchRoutes(deps.batches))
+      await api.register(signingRoutes(deps.signing))
+      await api.register(dataKeyRoutes(deps.crypto))
+    },
+  }
+}

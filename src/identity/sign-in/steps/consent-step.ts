@@ -1,0 +1,107 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Interaction } from 'oidc-provider'
+import { type PageContext, renderErrorPage } from '../../../web/layout.ts'
+import { isServiceClient, type TenantClient } from '../../oidc/oidc-provider.ts'
+import type { SignInDeps } from '../sign-in-types.ts'
+import { renderConsentPage } from '../views/consent-view.ts'
+import type { SignInFinish } from './finish.ts'
+import { backToStep, type Form, type InteractionKit } from './interaction.ts'
+
+export interface ConsentStepDeps extends Pick<SignInDeps, 'oidc'> {
+  kit: Pick<InteractionKit, 'interactionOf' | 'contextOf' | 'send' | 'csrfFor' | 'formChecked'>
+  finishing: Pick<SignInFinish, 'finish'>
+}
+
+export type ConsentStep = ReturnType<typeof consentStep>
+
+/**
+ * The provider's consent prompt, after the login: the console and the tenant's own applications
+ * are first-party and get what they asked for; a third-party client's scopes are put to the person.
+ */
+export function consentStep(deps: ConsentStepDeps) {
+  const { kit } = deps
+
+  /** Grants what the client asked for (the person agreed, or the client is first-party). */
+  async function grantConsent(interaction: Interaction): Promise<{ consent: { grantId: string } }> {
+    const provider = await deps.oidc.provider()
+    const accountId = interaction.session?.accountId
+    if (!accountId) throw new Error('consent without a signed-in account')
+    const clientId = String(interaction.params['client_id'])
+    const grant = interaction.grantId
+      ? ((await provider.Grant.find(interaction.grantId)) ?? new provider.Grant({ accountId, clientId }))
+      : new provider.Grant({ accountId, clientId })
+    const details = interaction.prompt.details as {
+      missingOIDCScope?: string[]
+      missingOIDCClaims?: string[]
+      missingResourceScopes?: Record<string, string[]>
+    }
+    if (details.missingOIDCScope) grant.addOIDCScope(details.missingOIDCScope.join(' '))
+    if (details.missingOIDCClaims) grant.addOIDCClaims(details.missingOIDCClaims)
+    for (const [indicator, scopes] of Object.entries(details.missingResourceScopes ?? {}))
+      grant.addResourceScope(indicator, scopes.join(' '))
+    return { consent: { grantId: await grant.save() } }
+  }
+
+  return {
+    /** The interaction's page while the provider's prompt is consent. */
+    async show(
+      request: FastifyRequest,
+      reply: FastifyReply,
+      ctx: PageContext,
+      interaction: Interaction,
+      client: TenantClient | undefined,
+    ) {
+      if (isServiceClient(interaction.params['client_id']) || client) {
+        // Answering a GET, the redirect chain is not a form's: no page in between is needed.
+        const provider = await deps.oidc.provider()
+        const next = await provider.interactionResult(
+          request.raw,
+          reply.raw,
+          await grantConsent(interaction),
+          {
+            mergeWithLastSubmission: true,
+          },
+        )
+        return reply.redirect(next, 303)
+      }
+      const provider = await deps.oidc.provider()
+      const found = await provider.Client.find(String(interaction.params['client_id']))
+      const csrf = kit.csrfFor(request, reply, `consent:${interaction.uid}`)
+      return kit.send(
+        reply,
+        200,
+        renderConsentPage(ctx, {
+          uid: interaction.uid,
+          csrf,
+          clientName: found?.clientName ?? String(interaction.params['client_id']),
+          scopes: String(interaction.params['scope'] ?? '')
+            .split(' ')
+            .filter(Boolean),
+        }),
+      )
+    },
+
+    routes(app: FastifyInstance) {
+      app.post('/sign-in/:uid/consent', async (request, reply) => {
+        const interaction = await kit.interactionOf(request, reply)
+        if (!interaction) return reply
+        const ctx = kit.contextOf(request, interaction)
+        if (!kit.formChecked(request, reply, ctx, 'consent', interaction.uid)) return reply
+        if (interaction.prompt.name !== 'consent') return backToStep(reply, interaction)
+        const decision = (request.body as Form)['decision']
+        if (decision === 'allow')
+          return deps.finishing.finish(request, reply, ctx, await grantConsent(interaction))
+        if (decision === 'deny')
+          return deps.finishing.finish(request, reply, ctx, {
+            error: 'access_denied',
+            error_description: 'The user denied access',
+          })
+        return kit.send(
+          reply,
+          400,
+          renderErrorPage(ctx, 'decision must be allow or deny', `/sign-in/${interaction.uid}`),
+        )
+      })
+    },
+  }
+}

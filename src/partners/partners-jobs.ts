@@ -1,0 +1,34 @@
+import type { ModuleJobs } from '../platform/module.ts'
+import { PARTNER_DECISION_EMAIL, type PartnerDecisionEmail, type PartnerService } from './partner-service.ts'
+
+/**
+ * - `commission-sweep` (maintenance): last month's partner commissions, once per referral;
+ * - the `partner-decision-email` mail: the operator's decision to a partner who signed up (a
+ *   failure to queue it leaves it `queued` in the partner's view: no overdue re-send).
+ */
+export function partnersJobs(deps: {
+  partners: Pick<PartnerService, 'calculateCommissions' | 'deliverDecision'>
+}): ModuleJobs {
+  return {
+    sweeps: [
+      {
+        name: 'commission-sweep',
+        queue: 'maintenance',
+        async run() {
+          const commissions = await deps.partners.calculateCommissions()
+          return {
+            worked: commissions.calculated > 0,
+            message: 'commissions calculated',
+            details: commissions,
+          }
+        },
+      },
+    ],
+    mail: [
+      {
+        kind: PARTNER_DECISION_EMAIL,
+        deliver: (job: PartnerDecisionEmail, final) => deps.partners.deliverDecision(job.partnerId, final),
+      },
+    ],
+  }
+}
