@@ -6,16 +6,16 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from './data/embedded-po
 import { loadMasterKeyring } from './keyring/master-key.ts'
 import { createClusterScrape, joinClusterMetrics, serveClusterMetrics } from './metrics/cluster.ts'
 import { createLogger } from './platform/logger.ts'
+import { type ApiProcess, startApiProcess } from './server/api-process.ts'
+import { prepareDatabase } from './server/bootstrap.ts'
+import { startJobProcess } from './server/jobs.ts'
 import {
   describeStartupFailure,
   isStartupFailureMessage,
   logStartupFailure,
   type StartupContext,
   type StartupFailureMessage,
-} from './platform/startup-failure.ts'
-import { type ApiProcess, startApiProcess } from './server/api-process.ts'
-import { prepareDatabase } from './server/bootstrap.ts'
-import { startJobProcess } from './server/jobs.ts'
+} from './server/startup-failure.ts'
 
 /**
  * `npm start`: the primary process prepares the database (embedded one if no DATABASE_URL,

@@ -1,7 +1,14 @@
 import type { Logger } from 'pino'
 import type { Queryable, Sql } from '../data/database.ts'
 import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../platform/errors.ts'
-import { type AuditCompanion, type AuditEntry, insertAuditEntries } from './audit-store.ts'
+import {
+  type AuditCompanion,
+  type AuditEntry,
+  type AuditFilter,
+  type AuditRow,
+  insertAuditEntries,
+  listAuditEntries,
+} from './audit-store.ts'
 
 export class AuditUnavailableError extends AppError {
   constructor() {
@@ -30,6 +37,8 @@ export interface AuditLog {
   flush(): Promise<void>
   /** Records waiting for a write, and records in the writes in flight (metrics). */
   stats(): { queued: number; writing: number }
+  /** A tenant's records matching the filter, newest first (GET /api/v1/audit). */
+  list(tenantId: string, filter: AuditFilter): Promise<AuditRow[]>
 }
 
 /** Told of every record and every group-commit write (src/metrics/service-metrics.ts). */
@@ -130,6 +139,7 @@ export function createAuditLog(deps: {
   }
 
   return {
+    list: (tenantId, filter) => listAuditEntries(deps.sql, tenantId, filter),
     record(entry) {
       deps.observer?.recorded(entry)
       return new Promise<void>((resolve, reject) => {

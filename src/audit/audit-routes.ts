@@ -2,10 +2,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { principalOf } from '../auth/request-context.ts'
-import type { Sql } from '../data/database.ts'
 import { errorResponses, Text, Timestamp, toDate } from '../http/http-schemas.ts'
 import { AppError } from '../platform/errors.ts'
-import { type AuditRow, listAuditEntries } from './audit-store.ts'
+import type { AuditLog } from './audit-log.ts'
+import type { AuditRow } from './audit-store.ts'
 
 const AuditRecordSchema = Type.Object(
   {
@@ -53,7 +53,7 @@ function toView(row: AuditRow) {
   }
 }
 
-export function auditRoutes(sql: Sql): FastifyPluginAsyncTypebox {
+export function auditRoutes(audit: Pick<AuditLog, 'list'>): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.get(
       '/audit',
@@ -79,7 +79,7 @@ export function auditRoutes(sql: Sql): FastifyPluginAsyncTypebox {
         const from = q.from ? toDate(q.from, 'querystring/from') : undefined
         const to = q.to ? toDate(q.to, 'querystring/to') : undefined
         if (from && to && from > to) throw new AppError(400, 'validation_failed', 'from must not be after to')
-        const rows = await listAuditEntries(sql, principalOf(request).tenantId, {
+        const rows = await audit.list(principalOf(request).tenantId, {
           action: q.action,
           resource: q.resource,
           outcome: q.outcome as AuditRow['outcome'] | undefined,

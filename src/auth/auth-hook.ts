@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { Authenticator } from '../api-keys/api-key-authenticator.ts'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AppError, forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
 import { type Access, access as accessOf, missingScopes, type ScopeRule } from './access.ts'
 import type { BearerAuthenticator } from './bearer-authenticator.ts'
-import { actorIdOf, type PartnerPrincipal, type TenantPrincipal } from './principal.ts'
+import { type ApiKeyPrincipal, actorIdOf, type PartnerPrincipal, type TenantPrincipal } from './principal.ts'
 import { isScope } from './scopes.ts'
 
 export const API_PREFIX = '/api/v1'
@@ -59,7 +58,7 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
  */
 async function authenticate(
   request: FastifyRequest,
-  deps: { authenticator: Authenticator; bearer: BearerAuthenticator | undefined },
+  deps: { authenticator: ApiKeyAuthenticator; bearer: BearerAuthenticator | undefined },
 ): Promise<TenantPrincipal | undefined> {
   const apiKey = request.headers['x-api-key']
   if (apiKey !== undefined)
@@ -74,6 +73,11 @@ const bearerOf = (request: FastifyRequest): string | undefined => {
 }
 
 /** Partner credentials (src/partners): the partner an API key or a portal access token belongs to. */
+/** API keys (src/api-keys): the principal of a presented key, undefined when it is not a live key. */
+export interface ApiKeyAuthenticator {
+  authenticate(presented: string): Promise<ApiKeyPrincipal | undefined>
+}
+
 export interface PartnerAuthenticator {
   authenticate(presented: string): Promise<PartnerPrincipal | undefined>
 }
@@ -110,7 +114,7 @@ function flawOfAccess(declared: Access): string | undefined {
 export function registerAuthentication(
   app: FastifyInstance,
   deps: {
-    authenticator: Authenticator
+    authenticator: ApiKeyAuthenticator
     bearer?: BearerAuthenticator
     audit: AuditLog
     /** Partner API keys, for routes of access kind `partner`. */

@@ -17,8 +17,8 @@ import {
 import { AppError } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
 import { createLogger } from '../platform/logger.ts'
-import { describeStartupFailure } from '../platform/startup-failure.ts'
 import { createServices, type Services } from '../server/compose.ts'
+import { describeStartupFailure } from '../server/startup-failure.ts'
 import { toTenantView } from '../tenants/tenant-service.ts'
 import { rewrapSealed, unreadableMessage } from './master-key-rotation.ts'
 

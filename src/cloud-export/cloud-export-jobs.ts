@@ -1,4 +1,4 @@
-import type { ModuleJobs } from '../platform/module.ts'
+import { type ModuleJobs, sweep } from '../platform/module.ts'
 import type { CloudExportService } from './cloud-export-service.ts'
 
 /**
@@ -9,14 +9,13 @@ import type { CloudExportService } from './cloud-export-service.ts'
 export function cloudExportJobs(deps: { cloudExports: Pick<CloudExportService, 'syncDue'> }): ModuleJobs {
   return {
     sweeps: [
-      {
-        name: 'cloud-export-sweep',
-        queue: 'integrations',
-        async run() {
-          const result = await deps.cloudExports.syncDue()
-          return { worked: result.attempted > 0, message: 'cloud export sweep', details: result }
-        },
-      },
+      sweep(
+        'cloud-export-sweep',
+        'integrations',
+        'cloud export sweep',
+        () => deps.cloudExports.syncDue(),
+        (result) => (result['attempted'] as number) > 0,
+      ),
     ],
   }
 }

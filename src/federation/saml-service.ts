@@ -5,6 +5,7 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Sql } from '../data/database.ts'
 import { applyPatch } from '../http/patch.ts'
+import type { SignInFederation } from '../identity/sign-in/sign-in-types.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { clipText } from '../platform/text.ts'
@@ -145,7 +146,8 @@ export interface FederationDirectories {
   }): Promise<FederatedAccountResult>
 }
 
-export interface FederationService {
+/** The sign-in pages' part (providersFor, startUrl, takeResult) is the sign-in flow's contract. */
+export interface FederationService extends SignInFederation {
   list(actor: Actor, page: { limit: number; offset: number }): Promise<{ data: SamlIdpView[]; total: number }>
   get(actor: Actor, id: string): Promise<SamlIdpView>
   create(actor: Actor, input: SamlIdpInput): Promise<SamlIdpView>
@@ -154,20 +156,11 @@ export interface FederationService {
   /** The SP metadata XML of a registration; undefined when there is none. */
   metadata(idpId: string): Promise<string | undefined>
 
-  /** The sign-in pages: IdPs offered to an application's users. */
-  providersFor(tenantId: string, applicationId: string): Promise<Array<{ id: string; name: string }>>
-  startUrl(input: {
-    idpId: string
-    tenantId: string
-    applicationId: string
-    interactionUid: string
-  }): Promise<string | undefined>
   /** The ACS: checks a response; the request it answers, now holding the account it signed in. */
   acceptResponse(
     idpId: string,
     form: { SAMLResponse: string; clientIp: string | null },
   ): Promise<{ requestId: string; interactionUid: string }>
-  takeResult(requestId: string, interactionUid: string): Promise<{ accountId: string } | undefined>
   sweep(): Promise<number>
 }
 

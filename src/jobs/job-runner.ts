@@ -60,15 +60,6 @@ const SWEEP_QUEUES: Record<SweepQueue, { concurrency: number }> = {
 const MAIL_CONCURRENCY = 4
 const schedulerOpts = { removeOnComplete: true, removeOnFail: 100 }
 
-/** One send per job id; BullMQ retries a failed send `attempts` times with backoff (job-queue.ts). */
-const mailJobOptions = (jobId: string, attempts: number) => ({
-  jobId,
-  attempts,
-  backoff: { type: 'exponential' as const, delay: 2000 },
-  removeOnComplete: true,
-  removeOnFail: 1000,
-})
-
 /** The modules' declarations, checked: every name is unique, no queue is taken twice. */
 function collect(modules: readonly ModuleJobs[]) {
   const sweeps = new Map<string, Sweep>()
@@ -154,7 +145,7 @@ export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
     for (const kind of overdueKinds) {
       const lost = await kind.overdue!(mailGraceMs)
       // The same job id as the first enqueue: a job that is in fact still there is not doubled.
-      for (const job of lost) await mail.add(kind.kind, job.payload, mailJobOptions(job.id, 1))
+      for (const job of lost) await mail.add(kind.kind, job.payload, jobOptionsOf({ id: job.id, attempts: 1 }))
       if (lost.length > 0) resent[kind.kind] = lost.length
     }
     if (Object.keys(resent).length > 0) logger.info({ resent }, 'mail sweep: lost messages queued again')

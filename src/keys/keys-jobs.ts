@@ -1,4 +1,4 @@
-import type { ModuleJobs } from '../platform/module.ts'
+import { type ModuleJobs, sweep } from '../platform/module.ts'
 import type { KeyService } from './key-service.ts'
 
 /**
@@ -9,19 +9,10 @@ import type { KeyService } from './key-service.ts'
 export function keysJobs(deps: { keys: Pick<KeyService, 'expireDue' | 'destroyDue'> }): ModuleJobs {
   return {
     sweeps: [
-      {
-        name: 'key-lifecycle-sweep',
-        queue: 'maintenance',
-        async run(sweepId) {
-          const expired = await deps.keys.expireDue(sweepId)
-          const destroyed = await deps.keys.destroyDue(sweepId)
-          return {
-            worked: expired > 0 || destroyed > 0,
-            message: 'key lifecycle sweep',
-            details: { expired, destroyed },
-          }
-        },
-      },
+      sweep('key-lifecycle-sweep', 'maintenance', 'key lifecycle sweep', async (sweepId) => ({
+        expired: await deps.keys.expireDue(sweepId),
+        destroyed: await deps.keys.destroyDue(sweepId),
+      })),
     ],
   }
 }

@@ -1,4 +1,4 @@
-import type { ModuleJobs } from '../platform/module.ts'
+import { type ModuleJobs, sweep } from '../platform/module.ts'
 import { PARTNER_DECISION_EMAIL, type PartnerDecisionEmail, type PartnerService } from './partner-service.ts'
 
 /**
@@ -11,18 +11,13 @@ export function partnersJobs(deps: {
 }): ModuleJobs {
   return {
     sweeps: [
-      {
-        name: 'commission-sweep',
-        queue: 'maintenance',
-        async run() {
-          const commissions = await deps.partners.calculateCommissions()
-          return {
-            worked: commissions.calculated > 0,
-            message: 'commissions calculated',
-            details: commissions,
-          }
-        },
-      },
+      sweep(
+        'commission-sweep',
+        'maintenance',
+        'commissions calculated',
+        () => deps.partners.calculateCommissions(),
+        (commissions) => (commissions['calculated'] as number) > 0,
+      ),
     ],
     mail: [
       {

@@ -99,3 +99,27 @@ export interface JobQueue {
 export interface MailQueue {
   enqueue(kind: string, payload: object, id: string): Promise<void>
 }
+
+const anyAboveZero = (details: Record<string, unknown>) =>
+  Object.values(details).some((value) => typeof value === 'number' && value > 0)
+
+/**
+ * A sweep from its work: `work` says what it did, as counts; the job runner logs it with
+ * `message` when `worked` says so (by default: when any count is above zero).
+ */
+export function sweep(
+  name: string,
+  queue: SweepQueue,
+  message: string,
+  work: (sweepId: string, jobs: JobQueue) => Promise<object>,
+  worked: (details: Record<string, unknown>) => boolean = anyAboveZero,
+): Sweep {
+  return {
+    name,
+    queue,
+    async run(sweepId, jobs) {
+      const details = { ...(await work(sweepId, jobs)) } as Record<string, unknown>
+      return { worked: worked(details), message, details }
+    },
+  }
+}

@@ -24,12 +24,12 @@ import { billingModule } from '../billing/module.ts'
 import { stripeWebhook } from '../billing/payment-webhook.ts'
 import { usageMeter } from '../billing/usage-meter.ts'
 import { type CloudExportService, createCloudExportService } from '../cloud-export/cloud-export-service.ts'
+import { createExportableKeys } from '../cloud-export/exportable-keys.ts'
 import { cloudExportModule } from '../cloud-export/module.ts'
 import { CLOUD_ADAPTERS } from '../cloud-export/providers/registry.ts'
 import type { Config } from '../config.ts'
 import { type BatchService, createBatchService } from '../crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from '../crypto/crypto-service.ts'
-import { createExportableKeys } from '../crypto/exportable-keys.ts'
 import { createKeyObjectCache } from '../crypto/key-object-cache.ts'
 import { createKeyResolver } from '../crypto/key-resolver.ts'
 import { cryptoModule } from '../crypto/module.ts'
@@ -533,7 +533,7 @@ export async function createServices(
     }),
     tenantsModule({ tenants }),
     apiKeysModule({ apiKeys, audit }),
-    auditModule({ sql }),
+    auditModule({ audit }),
     keysModule({ keys }),
     rotationModule({ rotation }),
     cloudExportModule({ cloudExports }),

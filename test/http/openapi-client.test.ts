@@ -50,7 +50,7 @@ function run(file: string, args: string[], cwd: string): Promise<{ code: number;
 
 /** The program a client developer would write: every request and answer is typed by the document. */
 const CLIENT = `import createClient from 'openapi-fetch'
-import type { components, paths } from '../api.ts'
+import type { components, paths } from './api.ts'
 
 type KeyView = components['schemas']['KeyView']
 type EncryptResponse = components['schemas']['EncryptResponse']
@@ -100,7 +100,7 @@ console.log(
 
 /** Misuses the types: each marked line must be a type error, or the types say nothing. */
 const MISUSE = `import createClient from 'openapi-fetch'
-import type { components, paths } from '../api.ts'
+import type { components, paths } from './api.ts'
 
 const client = createClient<paths, 'application/json'>({ baseUrl: 'http://127.0.0.1:1' })
 // A key type the document does not list.
@@ -172,7 +172,7 @@ test('a client generated from the live document type-checks and calls the servic
   await writeFile(join(dir, 'misuse.ts'), MISUSE)
   // The same program against the types of an inlined document: it must not type-check.
   await writeFile(join(dir, 'api-inlined.ts'), await generateTypes(inlined(res.body)))
-  await writeFile(join(dir, 'inlined.ts'), CLIENT.replace("from '../api.ts'", "from '../api-inlined.ts'"))
+  await writeFile(join(dir, 'inlined.ts'), CLIENT.replace("from './api.ts'", "from './api-inlined.ts'"))
   await writeFile(
     join(dir, 'tsconfig.json'),
     JSON.stringify({ extends: join(PROJECT_ROOT, 'tsconfig.json'), include: ['*.ts'] }),

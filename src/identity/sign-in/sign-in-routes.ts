@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify'
 import type { Step } from './authorization-gate.ts'
 import type { SignInDeps } from './sign-in-types.ts'
 import { approvalStep } from './steps/approval-step.ts'
+import { codeStep } from './steps/code-step.ts'
 import { consentStep } from './steps/consent-step.ts'
 import { currentStep } from './steps/current-step.ts'
-import { emailCodeStep } from './steps/email-code-step.ts'
 import { factorRoutes } from './steps/factor-routes.ts'
 import { codeSender, type FactorStep } from './steps/factor-step.ts'
 import { federationStep } from './steps/federation-step.ts'
@@ -13,7 +13,6 @@ import { interactionKit } from './steps/interaction.ts'
 import { smsEnrolmentStep, totpEnrolmentStep } from './steps/mfa-enrolment-steps.ts'
 import { passwordStep } from './steps/password-step.ts'
 import { signUpStep } from './steps/sign-up-step.ts'
-import { smsCodeStep } from './steps/sms-code-step.ts'
 import { totpStep } from './steps/totp-step.ts'
 
 /**
@@ -26,9 +25,9 @@ export function signInRoutes(deps: SignInDeps) {
   const factors: Record<Step, FactorStep> = {
     totp: totpStep(deps),
     'totp-enrol': totpEnrolmentStep(deps),
-    'email-otp': emailCodeStep(deps),
+    'email-otp': codeStep(deps, 'email'),
     'sms-enrol': smsEnrolmentStep(deps),
-    'sms-otp': smsCodeStep(deps),
+    'sms-otp': codeStep(deps, 'sms'),
   }
   const sendCode = codeSender(factors)
   const finishing = signInFinish({ ...deps, kit, sendCode })

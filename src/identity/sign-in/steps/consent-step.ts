@@ -1,11 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { Interaction } from 'oidc-provider'
-import { type PageContext, renderErrorPage } from '../../../web/layout.ts'
-import { isServiceClient, type TenantClient } from '../../oidc/oidc-provider.ts'
+import { renderErrorPage } from '../../../web/layout.ts'
+import { isServiceClient } from '../../oidc/oidc-provider.ts'
 import type { SignInDeps } from '../sign-in-types.ts'
 import { renderConsentPage } from '../views/consent-view.ts'
 import type { SignInFinish } from './finish.ts'
-import { backToStep, type Form, type InteractionKit } from './interaction.ts'
+import { backToStep, type Form, type InteractionKit, type ShowStep } from './interaction.ts'
 
 export interface ConsentStepDeps extends Pick<SignInDeps, 'oidc'> {
   kit: Pick<InteractionKit, 'interactionOf' | 'contextOf' | 'send' | 'csrfFor' | 'formChecked'>
@@ -44,13 +44,7 @@ export function consentStep(deps: ConsentStepDeps) {
 
   return {
     /** The interaction's page while the provider's prompt is consent. */
-    async show(
-      request: FastifyRequest,
-      reply: FastifyReply,
-      ctx: PageContext,
-      interaction: Interaction,
-      client: TenantClient | undefined,
-    ) {
+    show: (async (request, reply, ctx, interaction, client) => {
       if (isServiceClient(interaction.params['client_id']) || client) {
         // Answering a GET, the redirect chain is not a form's: no page in between is needed.
         const provider = await deps.oidc.provider()
@@ -79,7 +73,7 @@ export function consentStep(deps: ConsentStepDeps) {
             .filter(Boolean),
         }),
       )
-    },
+    }) satisfies ShowStep,
 
     routes(app: FastifyInstance) {
       app.post('/sign-in/:uid/consent', async (request, reply) => {

@@ -86,6 +86,15 @@ export const kindOf = (interaction: Interaction, app: TenantClient | undefined):
 export const backToStep = (reply: FastifyReply, interaction: Interaction) =>
   reply.redirect(`/sign-in/${interaction.uid}`, 303)
 
+/** The page of a step the interaction is at (current-step.ts shows it on GET /sign-in/:uid). */
+export type ShowStep = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ctx: PageContext,
+  interaction: Interaction,
+  client: TenantClient | undefined,
+) => Promise<unknown>
+
 export type InteractionKitDeps = Pick<SignInDeps, 'oidc' | 'clients' | 'csrf' | 'pageSettings' | 'branding'>
 export type InteractionKit = ReturnType<typeof interactionKit>
 

@@ -6,7 +6,7 @@ import type { TenantClient } from '../../oidc/oidc-provider.ts'
 import type { SignInFederation } from '../sign-in-types.ts'
 import { type PasswordPage, renderPasswordPage } from '../views/password-view.ts'
 import type { SignInFinish } from './finish.ts'
-import { backToStep, type Form, type InteractionKit, realmOf } from './interaction.ts'
+import { backToStep, type Form, type InteractionKit, realmOf, type ShowStep } from './interaction.ts'
 
 export interface PasswordStepDeps {
   accounts: Pick<AccountService, 'signIn'>
@@ -50,13 +50,7 @@ export function passwordStep(deps: PasswordStepDeps) {
 
   return {
     /** The page of a sign-in nobody has proven anything in yet. */
-    async show(
-      request: FastifyRequest,
-      reply: FastifyReply,
-      ctx: PageContext,
-      interaction: Interaction,
-      client: TenantClient | undefined,
-    ) {
+    show: (async (request, reply, ctx, interaction, client) => {
       return page(request, reply, ctx, 200, {
         uid: interaction.uid,
         email: '',
@@ -66,7 +60,7 @@ export function passwordStep(deps: PasswordStepDeps) {
           ? ((await deps.federation?.providersFor(client.tenantId, client.applicationId)) ?? [])
           : [],
       })
-    },
+    }) satisfies ShowStep,
 
     routes(app: FastifyInstance) {
       app.post('/sign-in/:uid/password', async (request, reply) => {

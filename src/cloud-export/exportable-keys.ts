@@ -1,9 +1,9 @@
-import type { ExportableKeys } from '../cloud-export/cloud-export-service.ts'
+import type { KeyObjectCache } from '../crypto/key-object-cache.ts'
 import type { AlgorithmName, KeyType } from '../keys/algorithms.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
 import { keyState } from '../keys/key-state.ts'
 import type { Clock } from '../platform/clock.ts'
-import type { KeyObjectCache } from './key-object-cache.ts'
+import type { ExportableKeys } from './cloud-export-service.ts'
 
 /**
  * Keys as the cloud export reads them: their description from the key cache, and the opened
