@@ -5,7 +5,7 @@ import type {
   FastifyRequest,
   onResponseHookHandler,
 } from 'fastify'
-import { AppError } from '../platform/errors.ts'
+import { AppError, isDatabaseUnavailable } from '../platform/errors.ts'
 import { type HttpMetrics, UNMATCHED_ROUTE } from './service-metrics.ts'
 
 declare module 'fastify' {
@@ -76,6 +76,8 @@ export function instrumentRequests(app: FastifyInstance, http: HttpMetrics) {
 
 function errorCode(error: FastifyError | Error): string {
   if (error instanceof AppError) return error.code
+  // Answered 503 database_unavailable by the error handler (http/error-handler.ts).
+  if (isDatabaseUnavailable(error)) return 'database_unavailable'
   const fastify = error as FastifyError
   if (fastify.validation) return 'validation_failed'
   // Fastify's own client errors (FST_ERR_CTP_BODY_TOO_LARGE ...): a fixed set.

@@ -5,8 +5,11 @@ import { after, before, test } from 'node:test'
 import Fastify from 'fastify'
 import { AuditUnavailableError } from '../../src/audit/audit-log.ts'
 import { installErrorHandlers } from '../../src/http/error-handler.ts'
+import { instrumentRequests } from '../../src/metrics/http-metrics.ts'
+import { createServiceMetrics } from '../../src/metrics/service-metrics.ts'
 import { markDatabaseError, serviceUnavailable } from '../../src/platform/errors.ts'
 import { installFormHandling } from '../../src/web/form-surface.ts'
+import { samples } from '../helpers/prometheus.ts'
 import {
   type SpawnedService,
   spawnService,
@@ -431,5 +434,23 @@ test('every database error that will pass is a 503 with Retry-After, on the API 
   assert.equal(page.statusCode, 503)
   assert.match(String(page.headers['content-type']), /text\/html/)
   assert.match(String(page.headers['retry-after']), /^[1-9]\d*$/)
+  await app.close()
+})
+
+test('a 503 database_unavailable is counted as such in kms_http_errors_total, not as internal_error', async () => {
+  const metrics = createServiceMetrics({ kind: 'api' })
+  const app = Fastify()
+  installErrorHandlers(app)
+  instrumentRequests(app, metrics.http)
+  app.get('/db', async () => {
+    throw databaseError('ECONNRESET')
+  })
+  const res = await app.inject('/db')
+  assert.equal(res.statusCode, 503)
+  const errors = samples(await metrics.registry.metrics()).filter((s) => s.name === 'kms_http_errors_total')
+  assert.deepEqual(
+    errors.map((s) => [s.labels, s.value]),
+    [[{ route: '/db', method: 'GET', status: '503', error: 'database_unavailable' }, 1]],
+  )
   await app.close()
 })

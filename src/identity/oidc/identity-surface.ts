@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../platform/errors.ts'
 import { type PageSettings, pageHeaders } from '../../web/layout.ts'
 import type { CorsAllowlist } from './cors-allowlist.ts'
 import { OIDC_ROUTES, type OidcRuntime } from './oidc-provider.ts'
@@ -125,6 +126,8 @@ function providerRoutes(oidc: OidcRuntime, cors: CorsAllowlist, pageSettings: Pa
         logger.error({ err: { message: (err as Error).message } }, 'OpenID provider failed')
         if (!res.headersSent) {
           res.statusCode = 503
+          // Passing (the database or the signing key): the client is told when to ask again.
+          res.setHeader('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
           res.setHeader('content-type', 'application/json')
           res.end(
             JSON.stringify({
