@@ -173,7 +173,12 @@ export function installErrorHandlers(app: FastifyInstance): void {
       error = databaseUnavailable()
     }
     if (error instanceof AppError) {
-      if (error.statusCode >= 500 && error === thrown) request.log.warn({ code: error.code }, error.message)
+      // A 5xx's cause, when it has one, is for the operator (which master key is missing): logged, never sent.
+      if (error.statusCode >= 500 && error === thrown)
+        request.log.warn(
+          { code: error.code, ...(error.cause instanceof Error ? { cause: error.cause.message } : {}) },
+          error.message,
+        )
       if (error.statusCode === 401)
         reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"')
       const retryAfter = error.details?.['retryAfterSeconds']

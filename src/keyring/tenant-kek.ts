@@ -1,5 +1,6 @@
 import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto'
 import type { Queryable, Sql } from '../data/database.ts'
+import { AppError } from '../platform/errors.ts'
 import { open, seal } from './aead.ts'
 import type { MasterKeyring } from './master-key.ts'
 import { type RewrapResult, rewrapEach } from './rewrap.ts'
@@ -17,9 +18,22 @@ export interface WrappedKek {
   masterKeyId: string
 }
 
-class UnknownMasterKeyError extends Error {
+/**
+ * The tenant's KEK is wrapped by a master key this process does not hold (a key file or
+ * KMS_MASTER_KEY that lost it): nothing of the tenant's can be opened until the operator gives the
+ * process that key. A 503 naming the cause, as `GET /health` does for the signing key, never a 500.
+ */
+class UnknownMasterKeyError extends AppError {
   constructor(masterKeyId: string) {
-    super(`the KEK is wrapped by master key ${masterKeyId}, which this process does not have`)
+    super(
+      503,
+      'master_key_unavailable',
+      'The key material cannot be opened: this service lacks the master key it is sealed under',
+    )
+    // For the operator's log only (http/error-handler.ts logs a 5xx's cause): which key it needs.
+    this.cause = new Error(
+      `the KEK is wrapped by master key ${masterKeyId}, which this process does not have`,
+    )
   }
 }
 

@@ -397,6 +397,12 @@ describe('health while the signing key does not open', () => {
 
   test('a process without the master key the signing key is sealed under answers 503, naming the check', async () => {
     await svc.api.services.identity.signingKeys.current()
+    const tenant = await svc.createTenant()
+    const created = await svc.request('POST', '/api/v1/keys', {
+      key: tenant.key,
+      body: { name: 'under-the-old-master-key', keyType: 'Encryption', algorithm: 'ML-KEM-768' },
+    })
+    assert.equal(created.status, 201, created.text)
     const healthy = await svc.request('GET', '/api/v1/health')
     assert.equal(healthy.status, 200, healthy.text)
     assert.equal(healthy.body.checks.identitySigningKeys.status, 'ok')
@@ -418,6 +424,16 @@ describe('health while the signing key does not open', () => {
     const discovery = await httpRequest(restarted.baseUrl, 'GET', '/.well-known/openid-configuration')
     assert.equal(discovery.status, 503)
     assert.equal(discovery.body.error, 'identity_unavailable')
+    assert.ok(Number(discovery.headers.get('retry-after')) > 0, 'the provider’s 503 says when to retry')
+    // The data plane names the cause too: a 503 with Retry-After, not a 500.
+    const encrypt = await httpRequest(restarted.baseUrl, 'POST', '/api/v1/encrypt', {
+      key: tenant.key,
+      body: { keyId: created.body.id, plaintext: Buffer.from('hello').toString('base64') },
+    })
+    assert.equal(encrypt.status, 503, encrypt.text)
+    assert.equal(encrypt.body.error, 'master_key_unavailable')
+    assert.ok(Number(encrypt.headers.get('retry-after')) > 0, 'Retry-After')
+    assert.doesNotMatch(encrypt.text, new RegExp(tenant.key), 'no credential in the answer')
     await waitFor(
       () => /sealed by an unknown master key/.test(restarted!.output()),
       'the log line naming the key',

@@ -336,7 +336,7 @@ describe('restore drill: pg_dump, drop, pg_restore, then the same master key and
     })
     // API keys are stored as hashes, not sealed: callers authenticate, and reads of metadata answer.
     await expect(call('GET', `/keys/${ids.kem}`, adminKey), 200)
-    // Everything under a tenant KEK fails, as an internal error.
+    // Everything under a tenant KEK fails with a 503 naming the cause (never a 500), saying when to retry.
     for (const [what, res] of [
       ['decrypt', call('POST', '/decrypt', adminKey, envelopeBody(envelope))],
       ['verify', call('POST', '/verify', adminKey, { keyId: ids.sig, message, signature })],
@@ -345,8 +345,10 @@ describe('restore drill: pg_dump, drop, pg_restore, then the same master key and
       ['secret', call('GET', `/secrets/${ids.secret}?include=all`, adminKey)],
     ] as const) {
       const answer = await res
-      assert.equal(answer.status, 500, `${what}: ${answer.text}`)
-      assert.equal(answer.body.error, 'internal_error', what)
+      assert.equal(answer.status, 503, `${what}: ${answer.text}`)
+      assert.equal(answer.body.error, 'master_key_unavailable', what)
+      assert.ok(Number(answer.headers.get('retry-after')) > 0, `${what}: Retry-After`)
+      assert.doesNotMatch(answer.text, new RegExp(needed), `${what}: the key's id is for the log only`)
     }
     // Sign-in is down: the token signing key is sealed by the master key too.
     const discovery = await expect(
