@@ -145,7 +145,8 @@ export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
     for (const kind of overdueKinds) {
       const lost = await kind.overdue!(mailGraceMs)
       // The same job id as the first enqueue: a job that is in fact still there is not doubled.
-      for (const job of lost) await mail.add(kind.kind, job.payload, jobOptionsOf({ id: job.id, attempts: 1 }))
+      for (const job of lost)
+        await mail.add(kind.kind, job.payload, jobOptionsOf({ id: job.id, attempts: 1 }))
       if (lost.length > 0) resent[kind.kind] = lost.length
     }
     if (Object.keys(resent).length > 0) logger.info({ resent }, 'mail sweep: lost messages queued again')
