@@ -231,7 +231,7 @@ async function main(): Promise<void> {
     databaseUrl: config.databaseUrl ?? process.env[DATABASE_URL_FOR_WORKERS],
   }
   const logger = createLogger(config.logLevel, 'kms')
-  // A database outage must not end a process (postgres.js faults, platform/database.ts).
+  // A database outage must not end a process (postgres.js faults, data/database.ts).
   installDatabaseFaultGuard(logger)
   if (cluster.isPrimary) return runPrimary(config, logger)
   const databaseUrl = process.env[DATABASE_URL_FOR_WORKERS]

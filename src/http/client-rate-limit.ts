@@ -33,7 +33,7 @@ return {current, ttl}`
  * that must count only some requests (a form that passed its checks) and answer the refusal
  * themselves (an HTML page), which a route-wide plugin hook cannot do. Like the plugin's
  * `skipOnError`, a Redis failure admits the request: Redis is never what stops the service
- * answering (platform/redis.ts).
+ * answering (data/redis.ts).
  */
 export function createClientRateLimit(deps: {
   redis: Redis

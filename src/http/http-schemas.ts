@@ -71,7 +71,7 @@ export function errorResponses(...statuses: number[]): Record<number, TSchema> {
 
 /**
  * Names a schema for the OpenAPI document: `components.schemas.<id>`, referenced by `$ref` where
- * it is used (platform/openapi.ts). Sets `$id` in place, so the definition stays as it is.
+ * it is used (http/openapi.ts). Sets `$id` in place, so the definition stays as it is.
  */
 export function nameSchema(schema: TSchema, id: string): void {
   ;(schema as { $id?: string }).$id = id

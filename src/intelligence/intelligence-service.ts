@@ -96,7 +96,7 @@ interface InsightsView {
 /**
  * What intelligence needs of the keys module. The insights report reads keys and rotation
  * policies through its read model instead (the view `intelligence_key_facts`, migration 0031),
- * so it runs in SQL; `rotation` is no longer read and may be left out.
+ * so it runs in SQL.
  */
 export interface IntelligenceDirectories {
   keys: {
@@ -104,7 +104,6 @@ export interface IntelligenceDirectories {
     snapshot(tenantId: string, limit: number): Promise<KeyView[]>
     addLabels(actor: Actor, id: string, labels: readonly string[]): Promise<KeyView>
   }
-  rotation?: { policiesOf(tenantId: string): Promise<Array<{ keyId: string; pausedAt: Date | null }>> }
 }
 
 export interface IntelligenceService {

@@ -295,7 +295,7 @@ export const FolderSchema = Type.Object(
 const FolderName = Type.String({
   minLength: 1,
   maxLength: 200,
-  // No control characters, no unpaired surrogates (platform/http-schemas.ts Text), no /.
+  // No control characters, no unpaired surrogates (http/http-schemas.ts Text), no /.
   pattern: '^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff/]+$',
   [PATTERN_MESSAGE]: 'must not contain /, control characters or an unpaired UTF-16 surrogate',
   description: 'Unique among its siblings; no /',

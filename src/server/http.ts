@@ -117,7 +117,7 @@ export async function buildHttp(deps: HttpDeps): Promise<FastifyInstance> {
   })
 
   await app.register(swagger, {
-    // Named components, examples, servers and client hints (platform/openapi.ts).
+    // Named components, examples, servers and client hints (http/openapi.ts).
     transform: routeTransform,
     transformObject: (document) =>
       documentTransform(
