@@ -15,6 +15,8 @@ export interface DatabaseOptions {
   /** Bounds every statement so a stuck database turns into an error, never a hung request. */
   statementTimeoutMs: number
   applicationName: string
+  /** Where the pool reports what it does about a lost connection (its replacement). */
+  logger?: Pick<Logger, 'warn'>
 }
 
 /**
@@ -128,9 +130,6 @@ interface TypeInfo {
   serializers: Record<string, unknown>
   shared?: { typeArrayMap: Record<string, unknown> }
 }
-
-/** Where the pools report what they do about failures; main.ts sets it (installDatabaseFaultGuard). */
-let faultLog: Pick<Logger, 'warn' | 'error'> | undefined
 
 interface QueryInternals {
   handler: ((query: QueryInternals) => unknown) & { debug?: unknown }
@@ -284,7 +283,7 @@ export function connectDatabase(options: DatabaseOptions): Sql {
     current = openPool(old)
     lastReplacedAt = Date.now()
     replaced.add(old)
-    faultLog?.warn(
+    options.logger?.warn(
       { application: options.applicationName },
       'a database connection was lost: the connection pool is replaced',
     )
@@ -401,10 +400,9 @@ export function connectDatabase(options: DatabaseOptions): Sql {
  * it in every process): a connection lost while it fetches the array types on connecting rejects a
  * promise nobody awaits (connection.js fetchArrayTypes), which would end the process. That
  * rejection is logged instead; any other unhandled rejection still ends the process as Node's
- * default does. It also gives the pools a logger for their replacements.
+ * default does.
  */
 export function installDatabaseFaultGuard(logger: Pick<Logger, 'warn' | 'error'>): void {
-  faultLog = logger
   process.on('unhandledRejection', (reason) => {
     if (isDatabaseUnavailable(reason)) {
       logger.warn(

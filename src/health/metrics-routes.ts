@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Registry } from 'prom-client'
 import { ClusterMetricsError } from '../metrics/cluster.ts'
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../platform/errors.ts'
 
 export { renderEntropyMetrics } from '../metrics/entropy-metrics.ts'
 
@@ -22,6 +23,7 @@ export function metricsRoutes(deps: { scrape: () => Promise<string> }) {
         if (!(error instanceof ClusterMetricsError)) throw error
         return reply
           .code(503)
+          .header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
           .send({ error: 'metrics_unavailable', message: 'Not every process answered; retry the scrape' })
       }
     })

@@ -181,8 +181,10 @@ export function installErrorHandlers(app: FastifyInstance): void {
         )
       if (error.statusCode === 401)
         reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"')
+      // Every 503 says when to ask again: its own delay, else the passing-trouble default.
       const retryAfter = error.details?.['retryAfterSeconds']
       if (typeof retryAfter === 'number') reply.header('retry-after', String(retryAfter))
+      else if (error.statusCode === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
       return reply
         .code(error.statusCode)
         .send({ error: error.code, message: error.message, ...error.details })
@@ -225,14 +227,6 @@ export function installErrorHandlers(app: FastifyInstance): void {
     }
     request.log.error({ err: error }, 'unhandled error')
     return reply.code(500).send({ error: 'internal_error', message: 'Internal error' })
-  })
-
-  // Every 503 says when to ask again, whatever answered it (an AppError without a delay of its
-  // own, a route's own 503). A callback hook: an async one costs a promise per request.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (reply.statusCode === 503 && !reply.hasHeader('retry-after'))
-      reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
-    done(null, payload)
   })
 
   app.setNotFoundHandler((request, reply) => {

@@ -27,7 +27,7 @@ export interface JobQueueClient extends JobQueue {
  * with exponential backoff from 2 s when there are several, its delay; done jobs are removed, the
  * last 1000 failed ones kept.
  */
-export function jobOptionsOf(options: Parameters<JobQueue['enqueue']>[3]) {
+function jobOptionsOf(options: Parameters<JobQueue['enqueue']>[3]) {
   const attempts = options.attempts ?? 1
   return {
     jobId: options.id,
@@ -44,6 +44,11 @@ export function createJobQueue(deps: {
   /** `<KMS_REDIS_PREFIX>jobs:<namespace>` (job-namespace.ts), as the job runner's queues. */
   prefix: () => Promise<string>
   logger: Logger
+  /**
+   * A connection to use instead of one of its own (the job runner's, whose commands wait for
+   * Redis to return); left open by close().
+   */
+  connection?: Redis
 }): JobQueueClient {
   let opened: Promise<{ prefix: string; connection: Redis }> | undefined
   const queues = new Map<string, Promise<Queue>>()
@@ -51,6 +56,7 @@ export function createJobQueue(deps: {
 
   const connect = () => {
     opened ??= deps.prefix().then((prefix) => {
+      if (deps.connection) return { prefix, connection: deps.connection }
       // Fails a command quickly when Redis is away (the caller's request must not hang on it).
       const connection = new Redis(deps.redisUrl, {
         maxRetriesPerRequest: 1,
@@ -94,7 +100,7 @@ export function createJobQueue(deps: {
       const open = await Promise.allSettled(queues.values())
       await Promise.all(open.map((q) => (q.status === 'fulfilled' ? q.value.close() : undefined)))
       queues.clear()
-      if (!opened) return
+      if (!opened || deps.connection) return
       const connection = await opened.then(
         (o) => o.connection,
         () => undefined,

@@ -2,8 +2,8 @@ import { type Job, Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { JobsConfig } from '../config.ts'
-import type { JobQueue, MailKind, ModuleJobs, QueueConsumer, Sweep, SweepQueue } from '../platform/module.ts'
-import { jobOptionsOf, MAIL_QUEUE } from './job-queue.ts'
+import type { MailKind, ModuleJobs, QueueConsumer, Sweep, SweepQueue } from '../platform/module.ts'
+import { createJobQueue, MAIL_QUEUE } from './job-queue.ts'
 
 /**
  * Background work on BullMQ (docs/jobs.md), for the modules that declare it (`ModuleJobs`):
@@ -98,26 +98,19 @@ export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
     maintenance: new Queue(MAINTENANCE, options),
     integrations: new Queue(INTEGRATIONS, options),
   } satisfies Record<SweepQueue, Queue>
-  const mail = new Queue(MAIL_QUEUE, options)
   // The queues report the shared connection's errors, which the connection already logs.
-  for (const queue of [...Object.values(queues), mail]) queue.on('error', () => {})
+  for (const queue of Object.values(queues)) queue.on('error', () => {})
   /**
    * What the sweeps and consumers queue their follow-up jobs with (webhook attempts): this
    * runner's own connection, whose commands wait for Redis to come back, so a sweep queues what
    * it did rather than failing while Redis restarts.
    */
-  const produced = new Map<string, Queue>()
-  const producer: JobQueue = {
-    async enqueue(queueName, name, payload, jobOptions) {
-      let queue = produced.get(queueName)
-      if (!queue) {
-        queue = new Queue(queueName, options)
-        queue.on('error', () => {})
-        produced.set(queueName, queue)
-      }
-      await queue.add(name, payload, jobOptionsOf(jobOptions))
-    },
-  }
+  const producer = createJobQueue({
+    redisUrl: deps.redisUrl,
+    prefix: async () => options.prefix,
+    logger,
+    connection,
+  })
 
   /** The schedulers each queue should have: its modules' sweeps (and the mail sweep). */
   const scheduled: Record<SweepQueue, string[]> = { maintenance: [], integrations: [] }
@@ -146,7 +139,7 @@ export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
       const lost = await kind.overdue!(mailGraceMs)
       // The same job id as the first enqueue: a job that is in fact still there is not doubled.
       for (const job of lost)
-        await mail.add(kind.kind, job.payload, jobOptionsOf({ id: job.id, attempts: 1 }))
+        await producer.enqueue(MAIL_QUEUE, kind.kind, job.payload, { id: job.id, attempts: 1 })
       if (lost.length > 0) resent[kind.kind] = lost.length
     }
     if (Object.keys(resent).length > 0) logger.info({ resent }, 'mail sweep: lost messages queued again')
@@ -264,7 +257,7 @@ export async function startJobRunner(deps: JobRunnerDeps): Promise<JobRunner> {
         logger.warn('jobs: closing without waiting for running jobs (Redis unavailable or deadline passed)')
         await Promise.all(workers.map((worker) => worker.close(true)))
       }
-      await Promise.all([...Object.values(queues), mail, ...produced.values()].map((queue) => queue.close()))
+      await Promise.all([...Object.values(queues), producer].map((queue) => queue.close()))
       connection.disconnect()
     },
   }

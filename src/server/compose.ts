@@ -193,6 +193,7 @@ export async function createServices(
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.auditWriteTimeoutMs,
     applicationName: `kms-${role}`,
+    logger,
   })
   const redis = createRedis(config.redisUrl, `kms-${role}`, logger)
   const subscriber = createRedis(config.redisUrl, `kms-${role}-sub`, logger)

@@ -8,9 +8,7 @@ import type { JobsConfig } from '../../src/config.ts'
 import { createJobQueue, type JobQueueClient, mailQueueOn } from '../../src/jobs/job-queue.ts'
 import { type JobRunner, startJobRunner } from '../../src/jobs/job-runner.ts'
 import type { ModuleJobs, QueuedJob } from '../../src/platform/module.ts'
-import { rotationJobs } from '../../src/rotation/rotation-jobs.ts'
-import type { NextAttempt } from '../../src/webhooks/webhook-service.ts'
-import { webhooksJobs } from '../../src/webhooks/webhooks-jobs.ts'
+import { waitFor } from '../helpers/service.ts'
 
 /**
  * The job runner over modules it knows nothing of (src/platform/module.ts): two fake modules, on
@@ -28,14 +26,6 @@ const config: JobsConfig = {
   tenantConcurrency: 1,
   webhookTimeoutMs: 1000,
   webhookRetryScale: 1,
-}
-
-async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
 }
 
 interface Gate {
@@ -125,49 +115,12 @@ const moduleB: ModuleJobs = {
   ],
 }
 
-// Two real modules' jobs over fake services: a rotation that hands a webhook delivery over, and
-// the deliveries' attempts (the next one scheduled, the third far in the future).
-let rotations = 0
-const attempts: Array<[string, number]> = []
-const attemptsDone: Array<{ queue: string; job: string; outcome: string }> = []
-const rotationAndWebhooks = (): ModuleJobs[] => {
-  return [
-    rotationJobs({
-      rotation: {
-        async rotateDue() {
-          rotations++
-          const deliveries: NextAttempt[] =
-            rotations === 1 ? [{ deliveryId: 'd1', queue: 'tenant-1', attempt: 1, delayMs: 0 }] : []
-          return { rotated: rotations === 1 ? 1 : 0, skipped: 0, deliveries }
-        },
-      },
-    }),
-    webhooksJobs({
-      webhooks: {
-        async attempt(deliveryId, attempt) {
-          attempts.push([deliveryId, attempt])
-          return attempt < 3
-            ? { deliveryId, queue: 'tenant-1', attempt: attempt + 1, delayMs: attempt === 1 ? 0 : 60_000 }
-            : null
-        },
-        async overdue() {
-          return []
-        },
-      },
-      config,
-      logger,
-      onAttemptDone: (queue, job, outcome) => attemptsDone.push({ queue, job, outcome }),
-    }),
-  ]
-}
-
 const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 })
 const inspect = {
   maintenance: new Queue('maintenance', { connection: redis, prefix: QUEUE_PREFIX }),
   integrations: new Queue('integrations', { connection: redis, prefix: QUEUE_PREFIX }),
   mail: new Queue('mail', { connection: redis, prefix: QUEUE_PREFIX }),
   consumer: new Queue('test-consumer', { connection: redis, prefix: QUEUE_PREFIX }),
-  webhooks: new Queue('webhooks', { connection: redis, prefix: QUEUE_PREFIX }),
 }
 let jobQueue: JobQueueClient
 let runner: JobRunner | undefined
@@ -187,7 +140,7 @@ before(async () => {
     namespace: NAMESPACE,
     config,
     logger,
-    modules: [moduleA, moduleB, ...rotationAndWebhooks()],
+    modules: [moduleA, moduleB],
     closeTimeoutMs: 5000,
     onJobDone: (queue, job, outcome) => done.push({ queue, job, outcome }),
   })
@@ -207,7 +160,7 @@ describe('the job runner runs the jobs the modules declare', () => {
   test('each sweep is scheduled on its queue and runs; a sweep that worked is logged', async () => {
     await waitFor(async () => {
       const names = (await inspect.maintenance.getJobSchedulers()).map((s) => s.key).sort()
-      return names.join() === ['mail-sweep', 'rotation-sweep', 'test-sweep', 'webhook-sweep'].join()
+      return names.join() === ['mail-sweep', 'test-sweep'].join()
     }, 'the maintenance schedulers (the retired one removed)')
     const integrations = (await inspect.integrations.getJobSchedulers()).map((s) => s.key)
     assert.deepEqual(integrations, ['test-quiet-sweep'])
@@ -323,27 +276,6 @@ describe('the job runner runs the jobs the modules declare', () => {
         done.some((d) => d.queue === 'mail' && d.job === 'nobody-sends-this' && d.outcome === 'completed'),
       'the unknown mail job to complete',
     )
-  })
-
-  test('the rotation sweep logs its rotations and hands its deliveries to the webhooks’ queue', async () => {
-    await waitFor(() => attempts.length >= 2, 'two attempts of the delivery')
-    assert.deepEqual(attempts, [
-      ['d1', 1],
-      ['d1', 2],
-    ])
-    const line = logs.find((l) => l['msg'] === 'rotation sweep')
-    assert.ok(line, 'the rotation sweep logged')
-    assert.equal(line['rotated'], 1)
-    assert.equal(line['skipped'], 0)
-    await waitFor(() => attemptsDone.length >= 2, 'both attempts counted')
-    assert.deepEqual(attemptsDone[0], { queue: 'webhooks', job: 'attempt', outcome: 'completed' })
-    const third = await inspect.webhooks.getJob('d1.3')
-    assert.ok(third, 'the next attempt queued as <delivery>.<attempt>')
-    assert.equal(third.name, 'deliver')
-    assert.deepEqual(third.data, { deliveryId: 'd1', queue: 'tenant-1', attempt: 3 })
-    assert.equal(third.opts.delay, 60_000)
-    assert.equal(third.opts.attempts, 1)
-    assert.equal(await third.getState(), 'delayed')
   })
 
   test('stop() stops the workers and the consumers', async () => {
