@@ -24,6 +24,11 @@ export interface Config {
   logLevel: string
   /** Log every request at info level (otherwise at debug). */
   accessLog: boolean
+  /**
+   * KMS_DATA_PLANE: the HTTP adapter of the hot routes (docs/decisions.md, "A data plane without
+   * the framework"): `node` (the default, `auto`) or `fastify`.
+   */
+  dataPlane: DataPlaneAdapter
   apiKeyCacheTtlMs: number
   /** Key rows read by cryptographic operations: the bound on staleness if Redis misses an invalidation. */
   keyCacheTtlMs: number
@@ -170,6 +175,23 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value
 }
 
+export type DataPlaneAdapter = 'node' | 'fastify'
+
+/**
+ * `auto` is node:http. uWebSockets.js is not offered: no published build runs on this runtime's
+ * glibc (2.36) and none ships its sources (docs/decisions.md); asking for it is an error, not a
+ * silent fallback.
+ */
+function dataPlaneAdapter(env: NodeJS.ProcessEnv): DataPlaneAdapter {
+  const value = (env['KMS_DATA_PLANE'] || 'auto').toLowerCase()
+  if (value === 'auto' || value === 'node') return 'node'
+  if (value === 'fastify') return 'fastify'
+  throw new ConfigError(
+    `KMS_DATA_PLANE must be one of: auto, node, fastify (got ${JSON.stringify(value.slice(0, 40))}; ` +
+      'uWebSockets.js has no build for this runtime, docs/decisions.md)',
+  )
+}
+
 function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
@@ -284,6 +306,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiProcesses: integer(env, 'KMS_API_PROCESSES', Math.max(1, availableParallelism() - 1), 1, 256),
     logLevel: env['LOG_LEVEL'] || 'info',
     accessLog: flag(env, 'KMS_ACCESS_LOG', false),
+    dataPlane: dataPlaneAdapter(env),
     apiKeyCacheTtlMs: integer(env, 'KMS_API_KEY_CACHE_TTL_MS', 5000, 0, 600_000),
     keyCacheTtlMs: integer(env, 'KMS_KEY_CACHE_TTL_MS', 2000, 0, 600_000),
     auditWriteTimeoutMs: integer(env, 'KMS_AUDIT_WRITE_TIMEOUT_MS', 5000, 100, 120_000),

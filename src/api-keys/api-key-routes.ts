@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { access } from '../auth/access.ts'
-import { recordDenied } from '../auth/auth-hook.ts'
+import { authorizationRequestOf, recordDenied } from '../auth/auth-hook.ts'
 import { actorOf, principalOf } from '../auth/request-context.ts'
 import { ScopeSchema } from '../auth/scopes.ts'
 import { errorResponses, IdParams, PageQuery, Text, Timestamp, toDate, Uuid } from '../http/http-schemas.ts'
@@ -73,7 +73,7 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
         const principal = principalOf(request)
         const missing = request.body.scopes.filter((s) => !principal.scopes.has(s))
         if (missing.length > 0) {
-          await recordDenied(audit, request, missing.join(' '))
+          await recordDenied(audit, authorizationRequestOf(request), missing.join(' '))
           throw new AppError(403, 'scope_escalation', 'A caller cannot grant scopes it does not hold', {
             missingScopes: missing,
           })

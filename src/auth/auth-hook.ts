@@ -1,9 +1,16 @@
+import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { AppError, forbidden, insufficientScope, unauthorized } from '../platform/errors.ts'
 import { type Access, access as accessOf, missingScopes, type ScopeRule } from './access.ts'
 import type { BearerAuthenticator } from './bearer-authenticator.ts'
-import { type ApiKeyPrincipal, actorIdOf, type PartnerPrincipal, type TenantPrincipal } from './principal.ts'
+import {
+  type ApiKeyPrincipal,
+  actorIdOf,
+  type PartnerPrincipal,
+  type Principal,
+  type TenantPrincipal,
+} from './principal.ts'
 import { isScope } from './scopes.ts'
 
 export const API_PREFIX = '/api/v1'
@@ -23,13 +30,34 @@ function accessOfRequest(request: FastifyRequest): Access | undefined {
   return isApiPath(request.url) ? UNROUTED : undefined
 }
 
+/** What authorization reads of a request, whichever HTTP adapter carries it (http/data-route.ts). */
+export interface AuthorizationRequest {
+  headers: IncomingHttpHeaders
+  method: string
+  /** The route's template, or the path (without its query) when no route matched. */
+  route: string
+  id: string
+  ip: string
+  principal: Principal | null
+}
+
+/** A Fastify request as authorization reads it. */
+export const authorizationRequestOf = (request: FastifyRequest): AuthorizationRequest => ({
+  headers: request.headers,
+  method: request.method,
+  route: request.routeOptions.url ?? request.url.split('?')[0]!.slice(0, 200),
+  id: request.id,
+  ip: request.ip,
+  principal: request.principal,
+})
+
 /**
  * A refused attempt to change state is worth a record (outcome `denied`). Nothing ran, so a
  * failure to write it is logged by the audit log and not turned into a 503.
  */
 export async function recordDenied(
   audit: AuditLog,
-  request: FastifyRequest,
+  request: AuthorizationRequest,
   required: string,
 ): Promise<void> {
   const principal = request.principal
@@ -40,7 +68,7 @@ export async function recordDenied(
       tenantId: principal.tenantId,
       actor: actorIdOf(principal),
       action: 'authorization.denied',
-      resource: `${request.method} ${request.routeOptions.url ?? request.url.split('?')[0]!.slice(0, 200)}`,
+      resource: `${request.method} ${request.route}`,
       outcome: 'denied',
       requestId: request.id,
       clientIp: request.ip,
@@ -57,7 +85,7 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
  * is present but wrong is never retried as the other kind.
  */
 async function authenticate(
-  request: FastifyRequest,
+  request: AuthorizationRequest,
   deps: { authenticator: ApiKeyAuthenticator; bearer: BearerAuthenticator | undefined },
 ): Promise<TenantPrincipal | undefined> {
   const apiKey = request.headers['x-api-key']
@@ -67,7 +95,7 @@ async function authenticate(
   return token ? deps.bearer!.authenticate(token) : undefined
 }
 
-const bearerOf = (request: FastifyRequest): string | undefined => {
+const bearerOf = (request: AuthorizationRequest): string | undefined => {
   const authorization = request.headers.authorization
   return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1]
 }
@@ -105,44 +133,27 @@ function flawOfAccess(declared: Access): string | undefined {
   return undefined
 }
 
+/** What authorization needs: the credentials of each kind of caller, and the audit log for refusals. */
+export interface AuthorizationDeps {
+  authenticator: ApiKeyAuthenticator
+  bearer?: BearerAuthenticator
+  audit: AuditLog
+  /** Partner API keys, for routes of access kind `partner`. */
+  partners?: PartnerAuthenticator
+}
+
 /**
- * One hook enforces what each route declares (`config.access`, auth/access.ts): the kinds of
- * caller it admits, and the scopes or role it needs. A route under /api/v1 that declares
- * nothing, or a scope rule that cannot be enforced, stops the start (deny by default). The caller
- * it admits, a tenant's or a partner, is the request's one `principal`.
+ * Enforces what a route declares (auth/access.ts): the kinds of caller it admits, and the scopes
+ * or role it needs. Sets and returns the request's one `principal` (a tenant's caller or a
+ * partner; null on a public route), or throws the 401 or 403. Every HTTP adapter calls this one
+ * function (the Fastify hook below, the data plane's node:http adapter).
  */
-export function registerAuthentication(
-  app: FastifyInstance,
-  deps: {
-    authenticator: ApiKeyAuthenticator
-    bearer?: BearerAuthenticator
-    audit: AuditLog
-    /** Partner API keys, for routes of access kind `partner`. */
-    partners?: PartnerAuthenticator
-  },
-): void {
-  app.decorateRequest('principal', null)
+export type Authorize = (access: Access, request: AuthorizationRequest) => Promise<Principal | null>
+
+export function createAuthorizer(deps: AuthorizationDeps): Authorize {
   const credentials = { authenticator: deps.authenticator, bearer: deps.bearer }
-
-  app.addHook('onRoute', (route) => {
-    if (!isApiPath(route.url)) return
-    const declared = (route.config as { access?: Access } | undefined)?.access
-    const routeName = `${[route.method].flat().join(',')} ${route.url}`
-    if (!declared) throw new Error(`route ${routeName} declares no config.access (src/auth/access.ts)`)
-    const flaw = flawOfAccess(declared)
-    if (flaw) throw new Error(`route ${routeName}: ${flaw} (src/auth/access.ts)`)
-    // The OpenAPI document says who may call: a role route takes a member's access token only.
-    if (declared.kind === 'role' && route.schema) {
-      const schema = route.schema as { security?: unknown; description?: string }
-      schema.security = [{ AccessToken: [] }]
-      const roles = `Signed-in team members with the role ${declared.roles.join(' or ')}; API keys are refused (403 forbidden).`
-      schema.description = schema.description ? `${schema.description}\n\n${roles}` : roles
-    }
-  })
-
-  app.addHook('onRequest', async (request) => {
-    const access = accessOfRequest(request)
-    if (access === undefined || access.kind === 'public') return
+  return async (access, request) => {
+    if (access.kind === 'public') return null
     if (access.kind === 'partner') {
       // Only a partner's credential: an X-Api-Key (a tenant's) or any other Bearer credential is 401.
       const token = request.headers['x-api-key'] === undefined ? bearerOf(request) : undefined
@@ -156,7 +167,7 @@ export function registerAuthentication(
           'partner_session_required',
           'Only a person signed in to the partner portal may do this; partner API keys may not',
         )
-      return
+      return partner
     }
 
     const principal = await authenticate(request, credentials)
@@ -166,20 +177,62 @@ export function registerAuthentication(
     switch (access.kind) {
       case 'authenticated':
         if (!access.callers.includes(principal.kind)) throw unauthorized()
-        return
+        return principal
       case 'scoped': {
         if (!access.callers.includes(principal.kind)) throw unauthorized()
         // Any one of `anyOf` and every one of `allOf`: the refusal names the first scope missing.
         const [missing] = missingScopes(access, principal.scopes)
-        if (missing === undefined) return
+        if (missing === undefined) return principal
         await recordDenied(deps.audit, request, missing)
         throw insufficientScope(missing, principal.kind)
       }
       case 'role':
         // API keys are refused whatever their scopes (spec section 5.3), as `forbidden`.
-        if (principal.kind === 'member' && access.roles.includes(principal.role)) return
+        if (principal.kind === 'member' && access.roles.includes(principal.role)) return principal
         await recordDenied(deps.audit, request, access.roles.join(' or '))
         throw forbidden(access.roles)
+    }
+  }
+}
+
+/** Why a route's declaration stops the start, or undefined (fail closed: deny by default). */
+export function flawOfRoute(routeName: string, declared: Access | undefined): string | undefined {
+  if (!declared) return `route ${routeName} declares no config.access (src/auth/access.ts)`
+  const flaw = flawOfAccess(declared)
+  return flaw ? `route ${routeName}: ${flaw} (src/auth/access.ts)` : undefined
+}
+
+/**
+ * One hook enforces what each route declares (`config.access`, auth/access.ts) through
+ * `createAuthorizer`. A route under /api/v1 that declares nothing, or a scope rule that cannot be
+ * enforced, stops the start (deny by default).
+ */
+export function registerAuthentication(app: FastifyInstance, deps: AuthorizationDeps): void {
+  app.decorateRequest('principal', null)
+  const authorize = createAuthorizer(deps)
+
+  app.addHook('onRoute', (route) => {
+    if (!isApiPath(route.url)) return
+    const declared = (route.config as { access?: Access } | undefined)?.access
+    const flaw = flawOfRoute(`${[route.method].flat().join(',')} ${route.url}`, declared)
+    if (flaw) throw new Error(flaw)
+    // The OpenAPI document says who may call: a role route takes a member's access token only.
+    if (declared!.kind === 'role' && route.schema) {
+      const schema = route.schema as { security?: unknown; description?: string }
+      schema.security = [{ AccessToken: [] }]
+      const roles = `Signed-in team members with the role ${declared!.roles.join(' or ')}; API keys are refused (403 forbidden).`
+      schema.description = schema.description ? `${schema.description}\n\n${roles}` : roles
+    }
+  })
+
+  app.addHook('onRequest', async (request) => {
+    const access = accessOfRequest(request)
+    if (access === undefined || access.kind === 'public') return
+    const context = authorizationRequestOf(request)
+    try {
+      await authorize(access, context)
+    } finally {
+      request.principal = context.principal
     }
   })
 }

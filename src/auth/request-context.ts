@@ -22,15 +22,25 @@ export interface Actor {
   clientIp: string | null
 }
 
+/**
+ * What a handler reads of its request to know who calls: a Fastify request, or the data plane's
+ * own (http/data-route.ts).
+ */
+export interface CallerRequest {
+  principal: Principal | null
+  id: string
+  ip: string
+}
+
 /** The tenant's caller, on a route that admits tenants' callers (every route but the partners'). */
-export function principalOf(request: FastifyRequest): TenantPrincipal {
+export function principalOf(request: CallerRequest): TenantPrincipal {
   const principal = request.principal
   if (!principal || principal.kind === 'partner') throw unauthorized()
   return principal
 }
 
 /** The partner, on a partner route (access kind `partner`). */
-export function partnerOf(request: FastifyRequest): PartnerPrincipal {
+export function partnerOf(request: CallerRequest): PartnerPrincipal {
   const principal = request.principal
   if (principal?.kind !== 'partner') throw unauthorized()
   return principal
@@ -51,7 +61,7 @@ export function missingScopesFor(request: FastifyRequest, condition: string): Sc
   return missingScopes(rule, principalOf(request).scopes)
 }
 
-export function actorOf(request: FastifyRequest): Actor {
+export function actorOf(request: CallerRequest): Actor {
   const principal = principalOf(request)
   return {
     tenantId: principal.tenantId,

@@ -1,13 +1,13 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { BINARY, type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
 import { parseBinaryBatch, serializeBinaryBatch } from './batch-binary.ts'
 import { type BatchService, type EncryptItem, MAX_BATCH_ITEMS } from './batch-service.ts'
-import { BINARY, jsonOrBinary, registerBinaryParser } from './binary-transport.ts'
+import { jsonOrBinary } from './binary-transport.ts'
 import {
   Base64,
   Base64Output,
@@ -159,30 +159,28 @@ function readItem<T>(read: () => T): T | AppError {
   }
 }
 
-export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
-  return async (app) => {
-    registerBinaryParser(app)
-
-    app.post(
-      '/encrypt/batch',
-      {
-        config: { access: access.scope('encryption:write') },
-        bodyLimit: CRYPTO_BODY_LIMIT_BYTES,
-        schema: {
-          tags: TAGS,
-          summary:
-            'Encrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
-          description: `${BINARY_BATCH} X-Key-Id names the key of every item of a binary batch.`,
-          operationId: 'encryptBatch',
-          headers: BatchHeaders,
-          body: jsonOrBinary(EncryptBatchBody, 'Binary batch framing: plaintext and context per item'),
-          response: {
-            200: jsonOrBinary(EncryptBatchResponse, 'Binary batch framing: the compact envelope per item'),
-            ...errorResponses(403, 413, 415),
-          },
+export function batchRoutes(batches: BatchService): DataRoute[] {
+  return [
+    dataRoute({
+      method: 'POST',
+      url: '/encrypt/batch',
+      access: access.scope('encryption:write'),
+      binary: true,
+      bodyLimit: CRYPTO_BODY_LIMIT_BYTES,
+      schema: {
+        tags: TAGS,
+        summary:
+          'Encrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+        description: `${BINARY_BATCH} X-Key-Id names the key of every item of a binary batch.`,
+        operationId: 'encryptBatch',
+        headers: BatchHeaders,
+        body: jsonOrBinary(EncryptBatchBody, 'Binary batch framing: plaintext and context per item'),
+        response: {
+          200: jsonOrBinary(EncryptBatchResponse, 'Binary batch framing: the compact envelope per item'),
+          ...errorResponses(403, 413, 415),
         },
       },
-      async (request, reply) => {
+      handler: async (request, reply) => {
         if (Buffer.isBuffer(request.body)) {
           const keyId = request.headers['x-key-id']
           const parsed = parseBinaryBatch(request.body, {
@@ -227,28 +225,28 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
           ),
         }
       },
-    )
+    }),
 
-    app.post(
-      '/decrypt/batch',
-      {
-        config: { access: access.scope('encryption:write') },
-        bodyLimit: DECRYPT_BATCH_BODY_LIMIT_BYTES,
-        schema: {
-          tags: TAGS,
-          summary:
-            'Decrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
-          description: `${BINARY_BATCH} The envelopes name their keys.`,
-          operationId: 'decryptBatch',
-          headers: BatchHeaders,
-          body: jsonOrBinary(DecryptBatchBody, 'Binary batch framing: compact envelope and context per item'),
-          response: {
-            200: jsonOrBinary(DecryptBatchResponse, 'Binary batch framing: the plaintext per item'),
-            ...errorResponses(403, 413, 415),
-          },
+    dataRoute({
+      method: 'POST',
+      url: '/decrypt/batch',
+      access: access.scope('encryption:write'),
+      binary: true,
+      bodyLimit: DECRYPT_BATCH_BODY_LIMIT_BYTES,
+      schema: {
+        tags: TAGS,
+        summary:
+          'Decrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}',
+        description: `${BINARY_BATCH} The envelopes name their keys.`,
+        operationId: 'decryptBatch',
+        headers: BatchHeaders,
+        body: jsonOrBinary(DecryptBatchBody, 'Binary batch framing: compact envelope and context per item'),
+        response: {
+          200: jsonOrBinary(DecryptBatchResponse, 'Binary batch framing: the plaintext per item'),
+          ...errorResponses(403, 413, 415),
         },
       },
-      async (request, reply) => {
+      handler: async (request, reply) => {
         if (Buffer.isBuffer(request.body)) {
           rejectKeyHeader(
             request.headers,
@@ -299,6 +297,6 @@ export function batchRoutes(batches: BatchService): FastifyPluginAsyncTypebox {
           ),
         }
       },
-    )
-  }
+    }),
+  ]
 }

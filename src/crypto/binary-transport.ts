@@ -1,5 +1,5 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
 import { Type } from 'typebox'
+import { BINARY, type DataReply } from '../http/data-route.ts'
 import { Uuid } from '../http/http-schemas.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import { MAX_KEY_VERSION } from './envelope.ts'
@@ -10,7 +10,6 @@ import { MAX_KEY_VERSION } from './envelope.ts'
  * headers. It exists for throughput: a 1 MB JSON encrypt spends most of its CPU parsing,
  * Base64-decoding and re-encoding, against 2% in AES-GCM itself (bench/RESULTS.md).
  */
-export const BINARY = 'application/octet-stream'
 
 /** The UTF-16 length a JSON context may have; a header context decodes to the same limit. */
 const CONTEXT_MAX_CHARS = 8192
@@ -41,11 +40,6 @@ export const DecryptHeaders = Type.Object({
   ),
   'x-encryption-context': ContextHeader,
 })
-
-/** Raw bytes in; the route's own bodyLimit applies as to JSON. */
-export function registerBinaryParser(app: FastifyInstance): void {
-  app.addContentTypeParser(BINARY, { parseAs: 'buffer' }, (_request, body, done) => done(null, body))
-}
 
 /** A body or 200 response in either media type: JSON validated by `json`, raw bytes by nothing. */
 export const jsonOrBinary = (json: object, binaryDescription: string) => ({
@@ -113,7 +107,7 @@ export function binaryKeyVersion(header: string | undefined): number | undefined
 }
 
 /** Raw bytes back, naming the key and version in headers. */
-export function sendBinary(reply: FastifyReply, bytes: Buffer, keyId: string, keyVersion: number): Buffer {
+export function sendBinary(reply: DataReply, bytes: Buffer, keyId: string, keyVersion: number): Buffer {
   reply.type(BINARY).header('x-key-id', keyId).header('x-key-version', String(keyVersion))
   return bytes
 }

@@ -1,7 +1,7 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
@@ -11,7 +11,6 @@ import {
   DecryptHeaders,
   EncryptHeaders,
   jsonOrBinary,
-  registerBinaryParser,
   rejectBinaryHeaders,
   sendBinary,
 } from './binary-transport.ts'
@@ -102,37 +101,35 @@ const binaryTooLarge = (limit: number) =>
     limitBytes: limit,
   })
 
-export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
-  return async (app) => {
-    registerBinaryParser(app)
-
-    app.post(
-      '/encrypt',
-      {
-        config: { access: access.scope('encryption:write', 'encrypt:invoke') },
-        bodyLimit: ENCRYPT_JSON_BODY_LIMIT_BYTES,
-        schema: {
-          tags: TAGS,
-          summary: 'Envelope-encrypt: per-operation DEK, AES-256-GCM, DEK protected by ML-KEM or RSA-OAEP',
-          description:
-            'JSON, or raw bytes with Content-Type application/octet-stream: the plaintext in, the compact ' +
-            'envelope out (docs/envelope-format.md), the key in X-Key-Id and the context in X-Encryption-Context. ' +
-            `Plaintexts of up to ${MAX_PLAINTEXT_BYTES} bytes (10 MiB) in either transport: a binary body of up to ` +
-            `${MAX_PLAINTEXT_BYTES} bytes, a JSON body of up to ${ENCRYPT_JSON_BODY_LIMIT_BYTES} bytes (the plaintext ` +
-            'as Base64 is a third larger); a larger body is a 413 naming the limit.',
-          operationId: 'encrypt',
-          headers: EncryptHeaders,
-          body: jsonOrBinary(EncryptBody, 'The plaintext, up to 10 MiB'),
-          response: {
-            200: {
-              description: RESPONSE_MEDIA,
-              ...jsonOrBinary(EncryptResponse, 'The compact envelope'),
-            },
-            ...errorResponses(403, 404, 409, 413, 415),
+export function cryptoRoutes(crypto: CryptoService): DataRoute[] {
+  return [
+    dataRoute({
+      method: 'POST',
+      url: '/encrypt',
+      access: access.scope('encryption:write', 'encrypt:invoke'),
+      binary: true,
+      bodyLimit: ENCRYPT_JSON_BODY_LIMIT_BYTES,
+      schema: {
+        tags: TAGS,
+        summary: 'Envelope-encrypt: per-operation DEK, AES-256-GCM, DEK protected by ML-KEM or RSA-OAEP',
+        description:
+          'JSON, or raw bytes with Content-Type application/octet-stream: the plaintext in, the compact ' +
+          'envelope out (docs/envelope-format.md), the key in X-Key-Id and the context in X-Encryption-Context. ' +
+          `Plaintexts of up to ${MAX_PLAINTEXT_BYTES} bytes (10 MiB) in either transport: a binary body of up to ` +
+          `${MAX_PLAINTEXT_BYTES} bytes, a JSON body of up to ${ENCRYPT_JSON_BODY_LIMIT_BYTES} bytes (the plaintext ` +
+          'as Base64 is a third larger); a larger body is a 413 naming the limit.',
+        operationId: 'encrypt',
+        headers: EncryptHeaders,
+        body: jsonOrBinary(EncryptBody, 'The plaintext, up to 10 MiB'),
+        response: {
+          200: {
+            description: RESPONSE_MEDIA,
+            ...jsonOrBinary(EncryptResponse, 'The compact envelope'),
           },
+          ...errorResponses(403, 404, 409, 413, 415),
         },
       },
-      async (request, reply) => {
+      handler: async (request, reply) => {
         const actor = actorOf(request)
         const headers = request.headers
         if (Buffer.isBuffer(request.body)) {
@@ -158,32 +155,32 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
         })
         return { ...envelopeToParts(result, mode), keyId: result.keyId, keyVersion: result.keyVersion }
       },
-    )
+    }),
 
-    app.post(
-      '/decrypt',
-      {
-        config: { access: access.scope('encryption:write', 'encrypt:invoke') },
-        bodyLimit: DECRYPT_JSON_BODY_LIMIT_BYTES,
-        schema: {
-          tags: TAGS,
-          summary: 'Decrypt an encrypt response; any mismatch is one error, decryption_failed',
-          description:
-            'JSON, or raw bytes with Content-Type application/octet-stream: the compact envelope in ' +
-            '(what a binary encrypt returned, or a legacy-mode ciphertext decoded), the plaintext out; ' +
-            'X-Key-Id and X-Key-Version are optional cross-checks, X-Encryption-Context the context. ' +
-            `Envelopes of up to ${MAX_ENVELOPE_BYTES} bytes: a binary body of up to ${MAX_ENVELOPE_BYTES} bytes, ` +
-            `a JSON body of up to ${DECRYPT_JSON_BODY_LIMIT_BYTES} bytes.`,
-          operationId: 'decrypt',
-          headers: DecryptHeaders,
-          body: jsonOrBinary(DecryptBody, 'The compact envelope'),
-          response: {
-            200: { description: RESPONSE_MEDIA, ...jsonOrBinary(DecryptResponse, 'The plaintext') },
-            ...errorResponses(403, 409, 413, 415),
-          },
+    dataRoute({
+      method: 'POST',
+      url: '/decrypt',
+      access: access.scope('encryption:write', 'encrypt:invoke'),
+      binary: true,
+      bodyLimit: DECRYPT_JSON_BODY_LIMIT_BYTES,
+      schema: {
+        tags: TAGS,
+        summary: 'Decrypt an encrypt response; any mismatch is one error, decryption_failed',
+        description:
+          'JSON, or raw bytes with Content-Type application/octet-stream: the compact envelope in ' +
+          '(what a binary encrypt returned, or a legacy-mode ciphertext decoded), the plaintext out; ' +
+          'X-Key-Id and X-Key-Version are optional cross-checks, X-Encryption-Context the context. ' +
+          `Envelopes of up to ${MAX_ENVELOPE_BYTES} bytes: a binary body of up to ${MAX_ENVELOPE_BYTES} bytes, ` +
+          `a JSON body of up to ${DECRYPT_JSON_BODY_LIMIT_BYTES} bytes.`,
+        operationId: 'decrypt',
+        headers: DecryptHeaders,
+        body: jsonOrBinary(DecryptBody, 'The compact envelope'),
+        response: {
+          200: { description: RESPONSE_MEDIA, ...jsonOrBinary(DecryptResponse, 'The plaintext') },
+          ...errorResponses(403, 409, 413, 415),
         },
       },
-      async (request, reply) => {
+      handler: async (request, reply) => {
         const actor = actorOf(request)
         const headers = request.headers
         if (Buffer.isBuffer(request.body)) {
@@ -210,6 +207,6 @@ export function cryptoRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
           keyVersion: result.keyVersion,
         }
       },
-    )
-  }
+    }),
+  ]
 }

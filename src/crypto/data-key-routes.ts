@@ -1,7 +1,7 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
@@ -157,22 +157,20 @@ const dataKeyResponse = (result: DataKeyResult, keyBytes: number) => ({
  * (docs/envelope-format.md), so /keys/{keyId}/unwrap recovers both, and neither opens through
  * /decrypt (a caller holding only encrypt:invoke cannot unwrap key material).
  */
-export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox {
-  return async (app) => {
-    app.post(
-      '/generate-data-key',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary:
-            'A fresh 256-bit data key, in plaintext and wrapped (recover it with /keys/{keyId}/unwrap)',
-          operationId: 'generateDataKey',
-          body: GenerateDataKeyBody,
-          response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
-        },
+export function dataKeyRoutes(crypto: CryptoService): DataRoute[] {
+  return [
+    dataRoute({
+      method: 'POST',
+      url: '/generate-data-key',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'A fresh 256-bit data key, in plaintext and wrapped (recover it with /keys/{keyId}/unwrap)',
+        operationId: 'generateDataKey',
+        body: GenerateDataKeyBody,
+        response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const result = await crypto.generateDataKey(actorOf(request), {
           keyId: request.body.keyId,
           keyBytes: 32,
@@ -181,22 +179,21 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
         })
         return dataKeyResponse(result, 32)
       },
-    )
+    }),
 
-    app.post(
-      '/keys/:keyId/data-key',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'A fresh data key of 16, 24 or 32 bytes, wrapped by this key with an optional context',
-          operationId: 'generateKeyDataKey',
-          params: KeyIdParams,
-          body: PerKeyDataKeyBody,
-          response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/keys/:keyId/data-key',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'A fresh data key of 16, 24 or 32 bytes, wrapped by this key with an optional context',
+        operationId: 'generateKeyDataKey',
+        params: KeyIdParams,
+        body: PerKeyDataKeyBody,
+        response: { 200: DataKeyResponse, ...errorResponses(403, 404, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const keyBytes = request.body.keyBytes ?? 32
         const result = await crypto.generateDataKey(actorOf(request), {
           keyId: request.params.keyId,
@@ -206,22 +203,21 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
         })
         return dataKeyResponse(result, keyBytes)
       },
-    )
+    }),
 
-    app.post(
-      '/keys/:keyId/wrap',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'Wrap key material; unwrap needs the same context',
-          operationId: 'wrapKey',
-          params: KeyIdParams,
-          body: WrapBody,
-          response: { 200: WrapResponse, ...errorResponses(403, 404, 409) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/keys/:keyId/wrap',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'Wrap key material; unwrap needs the same context',
+        operationId: 'wrapKey',
+        params: KeyIdParams,
+        body: WrapBody,
+        response: { 200: WrapResponse, ...errorResponses(403, 404, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const plaintext = decodeBase64Field(request.body.plaintext, 'body/plaintext')
         if (plaintext.length > MAX_WRAP_BYTES) {
           throw new AppError(
@@ -244,22 +240,21 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           keyVersion: result.keyVersion,
         }
       },
-    )
+    }),
 
-    app.post(
-      '/keys/:keyId/unwrap',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'Unwrap a wrapped key or an encryptedDek; any mismatch is decryption_failed',
-          operationId: 'unwrapKey',
-          params: KeyIdParams,
-          body: UnwrapBody,
-          response: { 200: UnwrapResponse, ...errorResponses(403, 409) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/keys/:keyId/unwrap',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'Unwrap a wrapped key or an encryptedDek; any mismatch is decryption_failed',
+        operationId: 'unwrapKey',
+        params: KeyIdParams,
+        body: UnwrapBody,
+        response: { 200: UnwrapResponse, ...errorResponses(403, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const body = request.body
         const keyId = request.params.keyId
         if (body.keyId !== undefined && body.keyId !== keyId) {
@@ -285,6 +280,6 @@ export function dataKeyRoutes(crypto: CryptoService): FastifyPluginAsyncTypebox 
           keyVersion: result.keyVersion,
         }
       },
-    )
-  }
+    }),
+  ]
 }

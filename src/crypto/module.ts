@@ -15,11 +15,11 @@ export function cryptoModule(deps: {
 }): Module {
   return {
     name: 'crypto',
-    routes: async (api) => {
-      await api.register(cryptoRoutes(deps.crypto))
-      await api.register(batchRoutes(deps.batches))
-      await api.register(signingRoutes(deps.signing))
-      await api.register(dataKeyRoutes(deps.crypto))
-    },
+    dataPlane: [
+      ...cryptoRoutes(deps.crypto),
+      ...batchRoutes(deps.batches),
+      ...signingRoutes(deps.signing),
+      ...dataKeyRoutes(deps.crypto),
+    ],
   }
 }

@@ -1,7 +1,7 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
+import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { invalidField } from '../platform/errors.ts'
@@ -173,21 +173,20 @@ function optionsOf(body: {
   }
 }
 
-export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebox {
-  return async (app) => {
-    app.post(
-      '/sign',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'Sign with a Signing key (ML-DSA, SLH-DSA, RSA, ECDSA, Ed25519)',
-          operationId: 'sign',
-          body: SignBody,
-          response: { 200: SignResponse, ...errorResponses(403, 404, 409, 503) },
-        },
+export function signingRoutes(signing: SigningService): DataRoute[] {
+  return [
+    dataRoute({
+      method: 'POST',
+      url: '/sign',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'Sign with a Signing key (ML-DSA, SLH-DSA, RSA, ECDSA, Ed25519)',
+        operationId: 'sign',
+        body: SignBody,
+        response: { 200: SignResponse, ...errorResponses(403, 404, 409, 503) },
       },
-      async (request) => {
+      handler: async (request) => {
         const result = await signing.sign(actorOf(request), {
           keyId: request.body.keyId,
           message: decodeBase64Field(request.body.message, 'body/message'),
@@ -195,21 +194,20 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
         })
         return { ...result, signature: result.signature.toString('base64') }
       },
-    )
+    }),
 
-    app.post(
-      '/verify',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'Verify a signature: {valid: true|false} (200) whatever the signature holds',
-          operationId: 'verify',
-          body: VerifyBody,
-          response: { 200: VerifyResponse, ...errorResponses(403, 404, 409, 503) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/verify',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'Verify a signature: {valid: true|false} (200) whatever the signature holds',
+        operationId: 'verify',
+        body: VerifyBody,
+        response: { 200: VerifyResponse, ...errorResponses(403, 404, 409, 503) },
       },
-      async (request) =>
+      handler: async (request) =>
         signing.verify(actorOf(request), {
           keyId: request.body.keyId,
           keyVersion: request.body.keyVersion,
@@ -217,44 +215,42 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
           signature: decodeBase64Field(request.body.signature, 'body/signature'),
           options: optionsOf(withScheme(request.body)),
         }),
-    )
+    }),
 
-    app.post(
-      '/keys/:keyId/mac',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'HMAC of the data with an HMAC key',
-          operationId: 'generateMac',
-          params: KeyIdParams,
-          body: MacBody,
-          response: { 200: MacResponse, ...errorResponses(403, 404, 409) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/keys/:keyId/mac',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'HMAC of the data with an HMAC key',
+        operationId: 'generateMac',
+        params: KeyIdParams,
+        body: MacBody,
+        response: { 200: MacResponse, ...errorResponses(403, 404, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const result = await signing.mac(actorOf(request), {
           keyId: request.params.keyId,
           data: decodeBase64Field(request.body.data, 'body/data'),
         })
         return { ...result, mac: result.mac.toString('base64') }
       },
-    )
+    }),
 
-    app.post(
-      '/keys/:keyId/mac/verify',
-      {
-        config: { access: access.scope('encryption:write') },
-        schema: {
-          tags: TAGS,
-          summary: 'Check a MAC in constant time: {valid: true|false}',
-          operationId: 'verifyMac',
-          params: KeyIdParams,
-          body: MacVerifyBody,
-          response: { 200: VerifyResponse, ...errorResponses(403, 404, 409) },
-        },
+    dataRoute({
+      method: 'POST',
+      url: '/keys/:keyId/mac/verify',
+      access: access.scope('encryption:write'),
+      schema: {
+        tags: TAGS,
+        summary: 'Check a MAC in constant time: {valid: true|false}',
+        operationId: 'verifyMac',
+        params: KeyIdParams,
+        body: MacVerifyBody,
+        response: { 200: VerifyResponse, ...errorResponses(403, 404, 409) },
       },
-      async (request) => {
+      handler: async (request) => {
         const keyId = request.params.keyId
         if (request.body.keyId !== undefined && request.body.keyId !== keyId) {
           throw invalidField('body/keyId', `names key ${request.body.keyId}, but the path names key ${keyId}`)
@@ -266,6 +262,6 @@ export function signingRoutes(signing: SigningService): FastifyPluginAsyncTypebo
           mac: decodeBase64Field(request.body.mac, 'body/mac'),
         })
       },
-    )
-  }
+    }),
+  ]
 }

@@ -160,73 +160,115 @@ function describeUnion(union: ValidationIssue, issues: ValidationIssue[]): strin
   return types.length > 0 ? `must be ${[...new Set(types)].join(' or ')}` : (union.message ?? 'is invalid')
 }
 
-export function installErrorHandlers(app: FastifyInstance): void {
-  app.setErrorHandler((thrown: FastifyError | AppError, request, reply) => {
-    // The database unreachable, shutting down, out of connections or timing out: the request may
-    // succeed in a moment. Never a 500 (the service is not at fault), always with Retry-After.
-    let error = thrown
-    if (!(error instanceof AppError) && isDatabaseUnavailable(error)) {
-      request.log.warn(
-        { err: { message: error.message, code: error.code } },
-        'the database is unavailable: 503 database_unavailable',
+/** What an error is answered with, whichever HTTP adapter serves the route (http/data-route.ts). */
+export interface ErrorAnswer {
+  status: number
+  headers: Record<string, string>
+  body: Record<string, unknown>
+  /**
+   * The rest of the body may still be on its way: closing now would reset the connection and
+   * lose this answer, so the body is drained after it instead (drain-request.ts).
+   */
+  drainBody?: boolean
+}
+
+/** Where the answer's reasons are logged: the request's logger. */
+interface ErrorLog {
+  warn(object: object, message: string): void
+  error(object: object, message: string): void
+}
+
+const UNAUTHORIZED_CHALLENGE = 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"'
+
+/**
+ * The one mapping from a thrown error to the API's answer: Fastify's error handler and the
+ * data plane's node:http adapter both use it, so an error reads the same through either.
+ */
+export function errorAnswer(
+  thrown: FastifyError | AppError | Error,
+  context: { log: ErrorLog; bodyLimit: number | undefined },
+): ErrorAnswer {
+  // The database unreachable, shutting down, out of connections or timing out: the request may
+  // succeed in a moment. Never a 500 (the service is not at fault), always with Retry-After.
+  let error = thrown as FastifyError | AppError
+  if (!(error instanceof AppError) && isDatabaseUnavailable(error)) {
+    context.log.warn(
+      { err: { message: error.message, code: error.code } },
+      'the database is unavailable: 503 database_unavailable',
+    )
+    error = databaseUnavailable()
+  }
+  if (error instanceof AppError) {
+    // A 5xx's cause, when it has one, is for the operator (which master key is missing): logged, never sent.
+    if (error.statusCode >= 500 && error === thrown)
+      context.log.warn(
+        { code: error.code, ...(error.cause instanceof Error ? { cause: error.cause.message } : {}) },
+        error.message,
       )
-      error = databaseUnavailable()
+    const headers: Record<string, string> = {}
+    if (error.statusCode === 401) headers['www-authenticate'] = UNAUTHORIZED_CHALLENGE
+    // Every 503 says when to ask again: its own delay, else the passing-trouble default.
+    const retryAfter = error.details?.['retryAfterSeconds']
+    if (typeof retryAfter === 'number') headers['retry-after'] = String(retryAfter)
+    else if (error.statusCode === 503) headers['retry-after'] = String(UNAVAILABLE_RETRY_AFTER_SECONDS)
+    return {
+      status: error.statusCode,
+      headers,
+      body: { error: error.code, message: error.message, ...error.details },
     }
-    if (error instanceof AppError) {
-      // A 5xx's cause, when it has one, is for the operator (which master key is missing): logged, never sent.
-      if (error.statusCode >= 500 && error === thrown)
-        request.log.warn(
-          { code: error.code, ...(error.cause instanceof Error ? { cause: error.cause.message } : {}) },
-          error.message,
-        )
-      if (error.statusCode === 401)
-        reply.header('www-authenticate', 'ApiKey realm="kms", header="X-Api-Key", Bearer realm="kms"')
-      // Every 503 says when to ask again: its own delay, else the passing-trouble default.
-      const retryAfter = error.details?.['retryAfterSeconds']
-      if (typeof retryAfter === 'number') reply.header('retry-after', String(retryAfter))
-      else if (error.statusCode === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
-      return reply
-        .code(error.statusCode)
-        .send({ error: error.code, message: error.message, ...error.details })
-    }
-    if (error.validation) {
-      const fields = describeValidation(error.validationContext, error.validation as ValidationIssue[])
-      return reply.code(400).send({
-        error: 'validation_failed',
-        message: fields.map((f) => `${f.path} ${f.message}`).join('; '),
-        fields,
-      })
-    }
-    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      // The rest of the body may still be on its way: closing now would reset the connection
-      // and lose this answer, so the body is drained after it instead (drain-request.ts).
-      reply.removeHeader('connection')
-      drainInBackground(request.raw)
-      const limit = request.routeOptions.bodyLimit
-      return reply.code(413).send({
+  }
+  const answer = (status: number, body: Record<string, unknown>): ErrorAnswer => ({
+    status,
+    headers: {},
+    body,
+  })
+  if (error.validation) {
+    const fields = describeValidation(error.validationContext, error.validation as ValidationIssue[])
+    return answer(400, {
+      error: 'validation_failed',
+      message: fields.map((f) => `${f.path} ${f.message}`).join('; '),
+      fields,
+    })
+  }
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    const limit = context.bodyLimit
+    return {
+      ...answer(413, {
         error: 'payload_too_large',
         message: `The request body exceeds the limit of ${limit} bytes`,
         limitBytes: limit,
-      })
+      }),
+      drainBody: true,
     }
-    const known = error.code ? FASTIFY_CLIENT_ERRORS[error.code] : undefined
-    if (known) return reply.code(known.status).send({ error: known.code, message: known.message })
-    // A JSON syntax error from the body parser carries status 400 but its message quotes the body.
-    if (error instanceof SyntaxError || (error.statusCode === 400 && error.message.includes('JSON'))) {
-      return reply.code(400).send({ error: 'invalid_json', message: 'The body is not valid JSON' })
+  }
+  const known = error.code ? FASTIFY_CLIENT_ERRORS[error.code] : undefined
+  if (known) return answer(known.status, { error: known.code, message: known.message })
+  // A JSON syntax error from the body parser carries status 400 but its message quotes the body.
+  if (error instanceof SyntaxError || (error.statusCode === 400 && error.message.includes('JSON'))) {
+    return answer(400, { error: 'invalid_json', message: 'The body is not valid JSON' })
+  }
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+    return answer(error.statusCode, { error: 'bad_request', message: 'The request is malformed' })
+  }
+  // Defence in depth: a PostgreSQL data exception (class 22) means input the schemas let
+  // through but the database cannot hold; it is the caller's error, not the service's.
+  const sqlState = (error as { code?: unknown }).code
+  if (typeof sqlState === 'string' && /^22[0-9A-Z]{3}$/.test(sqlState)) {
+    context.log.warn({ sqlState }, 'input rejected by the database')
+    return answer(400, { error: 'validation_failed', message: 'A value is not acceptable' })
+  }
+  context.log.error({ err: error }, 'unhandled error')
+  return answer(500, { error: 'internal_error', message: 'Internal error' })
+}
+
+export function installErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((thrown: FastifyError | AppError, request, reply) => {
+    const answer = errorAnswer(thrown, { log: request.log, bodyLimit: request.routeOptions.bodyLimit })
+    if (answer.drainBody) {
+      reply.removeHeader('connection')
+      drainInBackground(request.raw)
     }
-    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      return reply.code(error.statusCode).send({ error: 'bad_request', message: 'The request is malformed' })
-    }
-    // Defence in depth: a PostgreSQL data exception (class 22) means input the schemas let
-    // through but the database cannot hold; it is the caller's error, not the service's.
-    const sqlState = (error as { code?: unknown }).code
-    if (typeof sqlState === 'string' && /^22[0-9A-Z]{3}$/.test(sqlState)) {
-      request.log.warn({ sqlState }, 'input rejected by the database')
-      return reply.code(400).send({ error: 'validation_failed', message: 'A value is not acceptable' })
-    }
-    request.log.error({ err: error }, 'unhandled error')
-    return reply.code(500).send({ error: 'internal_error', message: 'Internal error' })
+    return reply.code(answer.status).headers(answer.headers).send(answer.body)
   })
 
   app.setNotFoundHandler((request, reply) => {

@@ -28,7 +28,7 @@ export function instrumentRequests(app: FastifyInstance, http: HttpMetrics) {
   // The API error code of a failed request, taken from the thrown error (the error path only).
   const errorCodes = new WeakMap<FastifyReply, string>()
   app.addHook('onError', (_request, reply, error, done) => {
-    errorCodes.set(reply, errorCode(error))
+    errorCodes.set(reply, errorCodeOf(error))
     done()
   })
 
@@ -74,7 +74,8 @@ export function instrumentRequests(app: FastifyInstance, http: HttpMetrics) {
   return { unmatched }
 }
 
-function errorCode(error: FastifyError | Error): string {
+/** The API error code an error is answered with: the label of `kms_http_errors_total`. */
+export function errorCodeOf(error: FastifyError | Error): string {
   if (error instanceof AppError) return error.code
   // Answered 503 database_unavailable by the error handler (http/error-handler.ts).
   if (isDatabaseUnavailable(error)) return 'database_unavailable'

@@ -44,6 +44,11 @@ export interface HttpMetrics {
   route(template: string): RouteRecorder
   /** An error answered for a route, by the API's error code (the error path only). */
   error(template: string, method: string, statusCode: number, code: string): void
+  /**
+   * Names the HTTP adapter serving the data plane's routes (`kms_data_plane_info`), once at
+   * start, with the count of requests it answered itself when it is not Fastify.
+   */
+  dataPlane(adapter: string, answered?: () => number): void
 }
 
 type PoolTaskOutcome = 'ok' | 'error' | 'timeout'
@@ -120,6 +125,27 @@ export function createServiceMetrics(options: { kind: string; pid?: number }): S
     ['route', 'method', 'status', 'error'],
   )
 
+  let dataPlaneAdapter: string | undefined
+  let dataPlaneAnswered: (() => number) | undefined
+  new ReadFamily(
+    registry,
+    'kms_data_plane_info',
+    'The HTTP adapter that serves the data plane (encrypt, decrypt, batches, sign, verify, MAC, data keys): ' +
+      'node (node:http, without the framework) or fastify. Always 1.',
+    'gauge',
+    () => (dataPlaneAdapter ? [[{ adapter: dataPlaneAdapter }, 1]] : []),
+    'max',
+  )
+  new ReadFamily(
+    registry,
+    'kms_data_plane_requests_total',
+    "Requests the node:http data plane answered itself; the rest of its routes' requests (another " +
+      'media type, an encoded path, a body over the limit) were handed to Fastify.',
+    'counter',
+    () =>
+      dataPlaneAdapter && dataPlaneAnswered ? [[{ adapter: dataPlaneAdapter }, dataPlaneAnswered()]] : [],
+  )
+
   const http: HttpMetrics = {
     route(route) {
       // Children per method and status, made on first use and kept: a request pays two map
@@ -139,6 +165,10 @@ export function createServiceMetrics(options: { kind: string; pid?: number }): S
         count.inc()
         m.duration.observe(elapsedMs / 1000)
       }
+    },
+    dataPlane(adapter, answered) {
+      dataPlaneAdapter = adapter
+      dataPlaneAnswered = answered
     },
     error(route, method, statusCode, error) {
       errors.labels({ route, method, status: String(statusCode), error }).inc()

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import type { DataRoute } from '../http/data-route.ts'
 
 /**
  * What a domain adds to a process, declared in its own `module.ts`: the routes it serves, the
@@ -16,6 +17,11 @@ export interface Module {
    * authentication apply; each route declares its access (auth/access.ts).
    */
   routes?: FastifyPluginAsyncTypebox
+  /**
+   * The hot JSON API routes, declared once (http/data-route.ts) and served by the data plane's
+   * adapter (node:http, or Fastify), under the API surface's errors and authentication.
+   */
+  dataPlane?: readonly DataRoute[]
   /** HTML pages on the sign-in surface (web/: its CSP, CSRF, error pages and language). */
   pages?: (app: FastifyInstance) => Promise<void>
   /** A surface of its own at the root, with its own error format (the OpenID provider, SAML). */

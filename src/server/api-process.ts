@@ -46,6 +46,7 @@ export async function startApiProcess(
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
     accessLog: config.accessLog,
+    dataPlane: config.dataPlane,
     modules: services.modules,
   })
   const url = await app.listen({ host: config.host, port: config.port })

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
@@ -10,9 +10,13 @@ import Fastify, {
 } from 'fastify'
 import type { Logger } from 'pino'
 import { access } from '../auth/access.ts'
-import { API_PREFIX, registerAuthentication } from '../auth/auth-hook.ts'
+import { API_PREFIX, createAuthorizer, registerAuthentication } from '../auth/auth-hook.ts'
+import type { DataPlaneAdapter } from '../config.ts'
+import { mountOnFastify } from '../http/data-route.ts'
 import { installErrorHandlers } from '../http/error-handler.ts'
+import { createNodeDataPlane, type DataPlane } from '../http/node-data-plane.ts'
 import { documentTransform, type Json, routeTransform } from '../http/openapi.ts'
+import { requestIdOf, securityHeaders } from '../http/response-headers.ts'
 import { createValidatorCompiler } from '../http/validation.ts'
 import { instrumentRequests } from '../metrics/http-metrics.ts'
 import type { ServiceMetrics } from '../metrics/service-metrics.ts'
@@ -36,21 +40,34 @@ export interface HttpDeps {
   bodyLimitBytes: number
   /** One info line per request (otherwise at debug level). */
   accessLog: boolean
+  /** Who answers the modules' data-plane routes: node:http before Fastify, or Fastify itself. */
+  dataPlane: DataPlaneAdapter
   /** Every module, in order: surfaces at the root, then the pages, then the JSON API. */
   modules: readonly Module[]
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+/** Fastify's defaults, which a server of our own (the data plane's) must be given itself. */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000
 
 export async function buildHttp(deps: HttpDeps): Promise<FastifyInstance> {
+  // The data plane's node:http adapter answers its routes before Fastify sees them, on the same
+  // server (http/node-data-plane.ts); it is made once the routes are known, below.
+  let dataPlane: DataPlane | undefined
+  const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const server = createServer((req, res) => {
+      if (!dataPlane?.handle(req, res)) handler(req, res)
+    })
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+    server.requestTimeout = 0
+    server.setTimeout(0)
+    return server
+  }
   const app = Fastify({
+    ...(deps.dataPlane === 'node' ? { serverFactory } : {}),
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: deps.bodyLimitBytes,
     // A caller's X-Request-Id is kept when it is sane, so traces can span services.
-    genReqId: (req) => {
-      const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
-    },
+    genReqId: (req) => requestIdOf(req.headers),
     requestIdHeader: false,
     // One access-log line per request (the onResponse hook below) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
@@ -168,26 +185,29 @@ export async function buildHttp(deps: HttpDeps): Promise<FastifyInstance> {
     apiSurface(deps, () => app.swagger()),
     { prefix: API_PREFIX },
   )
+  if (deps.dataPlane === 'node') {
+    const node = createNodeDataPlane({
+      routes: deps.modules.flatMap((module) => module.dataPlane ?? []),
+      prefix: API_PREFIX,
+      authorize: createAuthorizer(deps.authentication),
+      logger: deps.logger,
+      http: deps.metrics.http,
+      accessLog: deps.accessLog,
+      defaultBodyLimit: deps.bodyLimitBytes,
+    })
+    // While the service closes, Fastify answers every request (503 with Connection: close).
+    app.addHook('preClose', (done) => {
+      node.close()
+      done()
+    })
+    dataPlane = node
+    deps.metrics.http.dataPlane('node', node.answered)
+  } else {
+    deps.metrics.http.dataPlane('fastify')
+  }
+  deps.logger.info({ dataPlane: deps.dataPlane }, `data plane served by the ${deps.dataPlane} adapter`)
   return app
 }
-
-/**
- * Every answer: no MIME sniffing (an error echoing input must never be read as HTML). Every
- * answer outside /docs (the API, /metrics, unknown paths): `no-store`, since most API answers
- * carry key material, secrets or tenant data, and one rule for all cannot miss a route added
- * later. /docs: a CSP that allows only the page's own scripts and styles (swagger-ui has no
- * inline script) and no framing.
- */
-const NOSNIFF = { 'x-content-type-options': 'nosniff' }
-const API_HEADERS = { ...NOSNIFF, 'cache-control': 'no-store' }
-export const DOCS_CSP =
-  "default-src 'self'; script-src 'self'; script-src-attr 'none'; style-src 'self' 'unsafe-inline'; " +
-  "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; " +
-  "form-action 'self'; frame-ancestors 'none'"
-const DOCS_HEADERS = { ...NOSNIFF, 'content-security-policy': DOCS_CSP, 'x-frame-options': 'DENY' }
-
-const securityHeaders = (url: string): Record<string, string> =>
-  url.startsWith('/docs') ? DOCS_HEADERS : API_HEADERS
 
 /**
  * The JSON API under /api/v1, a surface of its own: JSON errors `{error, message}`, JSON and
@@ -199,7 +219,10 @@ function apiSurface(deps: HttpDeps, openApiDocument: () => unknown): FastifyPlug
   return async (api) => {
     installErrorHandlers(api)
     registerAuthentication(api, deps.authentication)
-    for (const module of deps.modules) if (module.routes) await api.register(module.routes)
+    for (const module of deps.modules) {
+      if (module.routes) await api.register(module.routes)
+      if (module.dataPlane) await api.register(mountOnFastify(module.dataPlane))
+    }
     api.get('/openapi.json', { config: { access: access.public() }, schema: { hide: true } }, async () =>
       openApiDocument(),
     )

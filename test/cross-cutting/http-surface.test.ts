@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { base64Length, MAX_PLAINTEXT_BYTES } from '../../src/crypto/crypto-schemas.ts'
-import { DOCS_CSP } from '../../src/server/http.ts'
+import { DOCS_CSP } from '../../src/http/response-headers.ts'
 import { b64 } from '../helpers/api-client.ts'
 import {
   type HttpResult,
