@@ -311,10 +311,13 @@ export function createNodeDataPlane(deps: NodeDataPlaneDeps): DataPlane {
     }
     let status = 200
     let errorCode: string | undefined
+    let parsing = false
     try {
       await deps.authorize(route.route.access, request)
+      parsing = true
       const body = await readBody(req, route.bodyLimit)
       request.body = media === 'binary' ? body : parseJson(body)
+      parsing = false
       // Fastify's order: path parameters, body, headers.
       validated(route.validateParams, params, 'params')
       if (media === 'json') validated(route.validateBody, request.body, 'body')
@@ -331,6 +334,9 @@ export function createNodeDataPlane(deps: NodeDataPlaneDeps): DataPlane {
       const log = deps.logger.child({ reqId: id })
       const answer = errorAnswer(error, { log, bodyLimit: route.bodyLimit })
       if (answer.drainBody) drainInBackground(req)
+      // As Fastify does: after a body it could not read, the client may still be sending, so the
+      // connection ends with this answer (a body over the limit is drained instead).
+      else if (parsing) answer.headers['connection'] = 'close'
       status = answer.status
       errorCode = errorCodeOf(error)
       send(res, id, status, JSON_CONTENT_TYPE, JSON.stringify(answer.body), answer.headers)
@@ -358,8 +364,8 @@ export function createNodeDataPlane(deps: NodeDataPlaneDeps): DataPlane {
       const url = req.url ?? ''
       const query = url.indexOf('?')
       const path = query === -1 ? url : url.slice(0, query)
-      // Percent-encoded paths are decoded by Fastify's router: left to it.
-      if (path.includes('%')) return false
+      // Fastify's router decodes percent-encoded paths and ends a path at `#`: left to it.
+      if (path.includes('%') || path.includes('#')) return false
       const found = match(path)
       if (!found) return false
       const media = mediaOf(req.headers['content-type'], found.route.route.binary === true)
