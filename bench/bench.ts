@@ -3,8 +3,11 @@
  * driven by autocannon over keep-alive connections, against the raw node:crypto ceiling measured
  * in the same run on every core. Prints one row per scenario and writes bench/RESULTS.md.
  *
- *   npm run bench                      full run (about 14 minutes), writes bench/RESULTS.md
+ *   npm run bench                      full run with the connections sweep (about 22 minutes),
+ *                                      writes bench/RESULTS.md
  *   npm run bench -- --quick           every scenario briefly (3-4 minutes), prints only
+ *   npm run bench -- --sweep           also the connections sweep (the default of a full run)
+ *   npm run bench -- --sweep-only --only=mac-hmac-sha256   the sweep alone, of MAC
  *   npm run bench -- --only=encrypt-64-b,mixed --processes=1 --out=/tmp/r.md
  *   npm run bench -- --zero-config     the service with nothing configured (embedded PGlite, one
  *                                      process, no Redis); its own block of bench/RESULTS.md
@@ -13,25 +16,42 @@
  * Every scenario row has three measurements from the same run: the ceiling (lib/ceiling.ts), the
  * HTTP floor (lib/floor.ts: a bare node:http server doing only the scenario's crypto, sent the
  * same request cycle) and the service, with both ratios, and the CPU µs each request cost the
- * API processes, PostgreSQL, the load generator and the floor's processes.
+ * API processes, PostgreSQL (the service's own backends), the load generator and the floor's
+ * processes. Every rate is answers ÷ the time from the start of the run to its last answer.
+ *
+ * The connections sweep (lib/sweep.ts): the small operations (encrypt and decrypt 64 B, sign and
+ * verify Ed25519 and EC P-256, data key) and MAC at 8, 32, 128 and 256 connections, each against
+ * the floor at the same count; the scenario table gives each one's best rate over the sweep beside
+ * its 32-connection rate, and the sweep table the issue's targets at 128 connections.
  *
  * Other flags: --floor-processes=N|best (default best: a 1-process and a one-per-core floor are
- * warmed up, the faster is measured), --seconds=N (measured seconds per scenario instead of its own).
+ * warmed up, the faster is measured), --seconds=N (measured seconds per scenario instead of its own),
+ * --sweep=8,128 (the sweep at these connection counts), --sweep-seconds=N (measured seconds per
+ * sweep run: default 3, 2 with --quick), --no-sweep (a full run without it).
  *
  * Exit status 1 when the harness itself fails: a request answered other than 2xx, an audit
  * count that is not exactly one record per acknowledged operation, or a service that would not
  * start. A target missed is a finding, reported in the table, not a failure of the run.
  */
 
-import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { type CeilingResult, measureCeiling } from './lib/ceiling.ts'
-import { cpuBetween, pidsNamed, readCpu } from './lib/cpu-usage.ts'
-import { type Floor, floorRoutes, startFloor } from './lib/floor.ts'
-import { type LoadResult, type RequestSpec, runLoad } from './lib/load.ts'
+import { type Floor, startFloor } from './lib/floor.ts'
+import { type LoadResult, runLoad } from './lib/load.ts'
+import {
+  auditTotals,
+  type CpuPerRequest,
+  checkAudit,
+  cpuMeter,
+  maxOf,
+  mb,
+  measureFloor,
+  probeAnswers,
+  rssSampler,
+} from './lib/measure.ts'
 import {
   describeMachine,
   type FloorOnlyRow,
@@ -40,11 +60,22 @@ import {
   machineMarkdown,
   markdownTable,
   type Row,
+  type SweepRow,
+  sweepMarkdownTable,
+  sweepTextTable,
   textTable,
 } from './lib/report.ts'
-import { type PreparedScenario, SCENARIOS, type Scenario, type Target } from './lib/scenarios.ts'
+import {
+  ACCEPTANCE_CONNECTIONS,
+  SCENARIOS,
+  type Scenario,
+  SWEEP_CONNECTIONS,
+  SWEEP_TARGETS,
+  type Target,
+} from './lib/scenarios.ts'
 import { freePort, type ServiceUnderTest, startServiceUnderTest } from './lib/service-under-test.ts'
 import { setupApi } from './lib/setup-api.ts'
+import { type SweepPoint, saturation, sweepScenario } from './lib/sweep.ts'
 
 interface Options {
   quick: boolean
@@ -56,6 +87,11 @@ interface Options {
   /** Floor process counts to try per scenario; the fastest counts. */
   floorProcesses: number[]
   seconds?: number
+  /** The connections sweep: on with these counts, off (undefined), or the default of the mode. */
+  sweep?: readonly number[] | 'off'
+  /** The sweep alone: no scenario table, endurance or half-rate run. */
+  sweepOnly: boolean
+  sweepSeconds?: number
 }
 
 function parseArgs(argv: string[]): Options {
@@ -64,6 +100,7 @@ function parseArgs(argv: string[]): Options {
     zeroConfig: false,
     floorOnly: false,
     floorProcesses: [...new Set([1, availableParallelism()])],
+    sweepOnly: false,
   }
   for (const arg of argv) {
     const [flag, value] = arg.split('=', 2) as [string, string | undefined]
@@ -79,6 +116,13 @@ function parseArgs(argv: string[]): Options {
       options.floorProcesses = [Number(value)]
     else if (flag === '--seconds' && value && /^\d+(\.\d+)?$/.test(value) && Number(value) > 0)
       options.seconds = Number(value)
+    else if (flag === '--sweep' && value === undefined) options.sweep = SWEEP_CONNECTIONS
+    else if (flag === '--sweep' && value && /^[1-9]\d*(,[1-9]\d*)*$/.test(value))
+      options.sweep = [...new Set(value.split(',').map(Number))]
+    else if (flag === '--no-sweep' && value === undefined) options.sweep = 'off'
+    else if (flag === '--sweep-only' && value === undefined) options.sweepOnly = true
+    else if (flag === '--sweep-seconds' && value && /^\d+(\.\d+)?$/.test(value) && Number(value) > 0)
+      options.sweepSeconds = Number(value)
     else if (flag === '--help' || flag === '-h') {
       process.stdout.write(
         readFileSync(new URL(import.meta.url), 'utf8')
@@ -98,6 +142,20 @@ function parseArgs(argv: string[]): Options {
     )
     process.exit(2)
   }
+  if (options.sweepOnly && options.sweep === 'off') {
+    process.stderr.write('--sweep-only and --no-sweep contradict each other\n')
+    process.exit(2)
+  }
+  if (options.floorOnly && (options.sweepOnly || Array.isArray(options.sweep))) {
+    process.stderr.write('--floor-only does not run the connections sweep\n')
+    process.exit(2)
+  }
+  if (options.sweepOnly && options.sweep === undefined) options.sweep = SWEEP_CONNECTIONS
+  // A full run of every scenario sweeps; --quick, --only and --zero-config only when asked.
+  if (options.sweep === undefined) {
+    const everything = !options.quick && !options.only && !options.zeroConfig && !options.floorOnly
+    options.sweep = everything ? SWEEP_CONNECTIONS : 'off'
+  }
   return options
 }
 
@@ -105,108 +163,10 @@ const ENDURANCE_ID = 'endurance'
 const HALF_RATE_ID = 'encrypt-64-b-half-rate'
 const log = (text: string) => process.stdout.write(`${text}\n`)
 
-async function auditTotals(
-  svc: ServiceUnderTest,
-  tenantId: string,
-): Promise<{ records: number; items: number }> {
-  const [row] = await svc.sql<{ records: string; items: string }[]>`
-    SELECT count(*) AS records, coalesce(sum((details->>'items')::bigint), 0) AS items
-    FROM audit_log WHERE tenant_id = ${tenantId}`
-  return { records: Number(row!.records), items: Number(row!.items) }
-}
-
-/** Samples every API process's RSS while a load runs; the peak is the figure reported. */
-function rssSampler(svc: ServiceUnderTest): { stop(): Map<number, number> } {
-  const peaks = new Map<number, number>()
-  const sample = () => {
-    for (const [pid, rss] of svc.apiProcessRss()) peaks.set(pid, Math.max(peaks.get(pid) ?? 0, rss))
-  }
-  sample()
-  const timer = setInterval(sample, 250)
-  return {
-    stop() {
-      clearInterval(timer)
-      sample()
-      return peaks
-    },
-  }
-}
-
-const maxOf = (values: Iterable<number>) => Math.max(0, ...values)
-const mb = (bytes: number) => bytes / 2 ** 20
-
 interface Measured {
   row: Row
   load: LoadResult
   failures: string[]
-}
-
-/** The audit log must hold exactly one record per acknowledged operation (a batch is one). */
-async function checkAudit(
-  svc: ServiceUnderTest,
-  tenantId: string,
-  before: { records: number; items: number },
-  load: LoadResult,
-  perCycle: readonly number[],
-  itemsPerRequest: number,
-): Promise<{ text: string; failure?: string }> {
-  if (load.non2xx > 0 || load.errors > 0) {
-    return {
-      text: 'not checked',
-      failure: `${load.non2xx} non-2xx answers and ${load.errors} errors: ${JSON.stringify(load.statusCodes)}`,
-    }
-  }
-  const after = await auditTotals(svc, tenantId)
-  const cycles = load.ok / perCycle.length
-  const expected = cycles * perCycle.reduce((a, b) => a + b, 0)
-  const records = after.records - before.records
-  if (records !== expected) {
-    return {
-      text: `✗ ${records}/${expected}`,
-      failure: `audit: ${records} records for ${expected} operations`,
-    }
-  }
-  if (itemsPerRequest > 1) {
-    const items = after.items - before.items
-    if (items !== load.ok * itemsPerRequest) {
-      return {
-        text: `✗ items ${items}`,
-        failure: `audit: ${items} items recorded for ${load.ok * itemsPerRequest}`,
-      }
-    }
-  }
-  return { text: `✓ ${records.toLocaleString('en-US')}` }
-}
-
-/** CPU seconds of the API processes, PostgreSQL and the bench process, from start() to stop(). */
-interface CpuPerRequest {
-  apiUs: number
-  /** undefined when the database runs inside the service (zero configuration). */
-  postgresUs: number | undefined
-  loadUs: number
-}
-
-function cpuMeter(svc: ServiceUnderTest): { stop(requests: number): CpuPerRequest } {
-  // The pids are read at the start: a crashed and replaced API process would count from zero.
-  const api = svc.apiPids()
-  // Every `postgres` process of the machine's server: it serves only the bench during a run.
-  // New backends count from zero; one that ends before stop() is lost (the pools keep theirs).
-  const apiBefore = readCpu(api)
-  const pgBefore = readCpu(pidsNamed('postgres'))
-  const loadBefore = process.cpuUsage()
-  return {
-    stop(requests) {
-      const apiSeconds = cpuBetween(apiBefore, readCpu(api))
-      const pgSeconds = cpuBetween(pgBefore, readCpu(pidsNamed('postgres')))
-      const load = process.cpuUsage(loadBefore)
-      const perRequest = (seconds: number) => (requests > 0 ? (seconds * 1e6) / requests : Number.NaN)
-      return {
-        apiUs: perRequest(apiSeconds),
-        postgresUs: svc.embeddedDatabase ? undefined : perRequest(pgSeconds),
-        loadUs: perRequest((load.user + load.system) / 1e6),
-      }
-    },
-  }
 }
 
 const cpuCells = (cpu: CpuPerRequest) => ({
@@ -214,109 +174,6 @@ const cpuCells = (cpu: CpuPerRequest) => ({
   ...(cpu.postgresUs !== undefined ? { postgresCpuUs: cpu.postgresUs } : {}),
   loadCpuUs: cpu.loadUs,
 })
-
-interface Answer {
-  status: number
-  contentType: string
-  bytes: number
-}
-
-/**
- * Each request of the cycle sent to the service once (headers and body as the load generator
- * sends them): the floor answers it with the same status, content type and size.
- */
-async function probeAnswers(
-  baseUrl: string,
-  apiKey: string,
-  cycle: readonly RequestSpec[],
-): Promise<Answer[]> {
-  const answers: Answer[] = []
-  for (const spec of cycle) {
-    const body =
-      typeof spec.body === 'string'
-        ? spec.body.replaceAll('[<id>]', `probe-${randomBytes(6).toString('hex')}`)
-        : spec.body
-    const response = await fetch(`${baseUrl}${spec.path}`, {
-      method: spec.method,
-      headers: { 'x-api-key': apiKey, 'content-type': 'application/json', ...spec.headers },
-      ...(body !== undefined ? { body: typeof body === 'string' ? body : new Uint8Array(body) } : {}),
-    })
-    const bytes = (await response.arrayBuffer()).byteLength
-    if (!response.ok) throw new Error(`probe ${spec.method} ${spec.path}: ${response.status}`)
-    answers.push({
-      status: response.status,
-      contentType: response.headers.get('content-type') ?? 'application/octet-stream',
-      bytes,
-    })
-  }
-  return answers
-}
-
-interface FloorMeasured {
-  load: LoadResult
-  processes: number
-  floorUs: number
-  loadUs: number
-}
-
-/**
- * The floor's run for a scenario: configured with the cycle's routes, warmed up and measured as
- * the service is (an amount sized from a warm-up). With several floors (1 process and one per
- * core), each runs and the faster counts: on 2 cores shared with the load generator, one
- * process can beat two for cheap requests.
- */
-const warmedFloors = new WeakSet<Floor>()
-
-async function measureFloor(
-  floors: readonly Floor[],
-  scenario: Scenario,
-  prepared: PreparedScenario,
-  answers: readonly Answer[],
-  apiKey: string,
-  options: Options,
-): Promise<FloorMeasured> {
-  const works = prepared.floorWork ?? prepared.cycle.map(() => scenario.ceiling)
-  const routes = floorRoutes(prepared.cycle, works, scenario.itemsPerRequest, answers)
-  const base = { apiKey, connections: scenario.connections, cycle: prepared.cycle }
-  const failed = (load: LoadResult) =>
-    new Error(`${scenario.id}: the floor answered ${JSON.stringify(load.statusCodes)}, ${load.errors} errors`)
-  // Each floor is warmed by time, not by the service's request count: a floor process is cold
-  // for its first second (JIT of the server and the operation), and a cheap scenario's capped
-  // warm-up amount ended before that (MAC: 4,000 req/s measured, 20,000+ once warm). The
-  // warm-up rates pick the floor that is measured, so trying both process counts costs one
-  // warm-up more, not a second measured run.
-  let chosen: { floor: Floor; rate: number } | undefined
-  const rates: string[] = []
-  for (const floor of floors) {
-    await floor.configure(routes)
-    // A floor's first scenario also warms its HTTP server: twice as long, or the choice between
-    // process counts is made on cold processes (one run: 4,072 req/s against 1,195).
-    const warmSeconds = (options.quick ? 1 : 2) * (warmedFloors.has(floor) ? 1 : 2)
-    warmedFloors.add(floor)
-    const warm = await runLoad({ ...base, baseUrl: floor.baseUrl, durationS: warmSeconds })
-    if (warm.non2xx > 0 || warm.errors > 0) throw failed(warm)
-    rates.push(`${floor.processes}: ${Math.round(warm.requestsPerSecond)}`)
-    if (!chosen || warm.requestsPerSecond > chosen.rate) chosen = { floor, rate: warm.requestsPerSecond }
-  }
-  const { floor, rate } = chosen!
-  // The floor does the same work however long it runs: 5 s is enough where the service runs
-  // longer (its 60 s of key creation is about its tables growing).
-  const seconds = Math.min(secondsOf(scenario, options), 5)
-  const pids = floor.pids()
-  const cpuBefore = readCpu(pids)
-  const loadBefore = process.cpuUsage()
-  const load = await runLoad({ ...base, baseUrl: floor.baseUrl, amount: rate * seconds })
-  const floorSeconds = cpuBetween(cpuBefore, readCpu(pids))
-  const loadCpu = process.cpuUsage(loadBefore)
-  if (load.non2xx > 0 || load.errors > 0) throw failed(load)
-  if (floors.length > 1) log(`    floor warm-up req/s by process count: ${rates.join(', ')}`)
-  return {
-    load,
-    processes: floor.processes,
-    floorUs: (floorSeconds * 1e6) / load.ok,
-    loadUs: (loadCpu.user + loadCpu.system) / load.ok,
-  }
-}
 
 /** Warm-up requests: sized from the ceiling, capped (a cheap MAC would otherwise warm for a minute). */
 function warmAmountOf(scenario: Scenario, ceiling: CeilingResult | undefined, options: Options): number {
@@ -326,6 +183,17 @@ function warmAmountOf(scenario: Scenario, ceiling: CeilingResult | undefined, op
 
 const secondsOf = (scenario: Scenario, options: Options) =>
   options.seconds ?? (options.quick ? scenario.seconds.quick : scenario.seconds.full)
+
+/**
+ * The floor's run for a scenario's row: the scenario's connections; 5 s at most, as the floor does
+ * the same work however long it runs (the service's 60 s of key creation is about its tables
+ * growing).
+ */
+const floorRunOf = (scenario: Scenario, options: Options) => ({
+  connections: scenario.connections,
+  seconds: Math.min(secondsOf(scenario, options), 5),
+  warmSeconds: options.quick ? 1 : 2,
+})
 
 async function runScenario(
   svc: ServiceUnderTest,
@@ -360,9 +228,9 @@ async function runScenario(
   const measureEventLoop = scenario.id === 'mixed'
   if (measureEventLoop) await svc.scrapeEventLoopP99() // starts a fresh window in each process
   const rss = rssSampler(svc)
-  const cpu = cpuMeter(svc)
+  const cpu = await cpuMeter(svc)
   const load = await runLoad({ ...base, amount: warm.requestsPerSecond * seconds })
-  const cpuUsed = cpu.stop(load.ok)
+  const cpuUsed = await cpu.stop(load.ok)
   const peaks = rss.stop()
   const eventLoop = measureEventLoop ? await svc.scrapeEventLoopP99() : undefined
   const audit = await checkAudit(
@@ -374,13 +242,22 @@ async function runScenario(
     scenario.itemsPerRequest,
   )
   // The floor runs while the service idles: the same cycle, connections and amount sizing.
-  const floor = await measureFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
+  const floor = await measureFloor(
+    floors,
+    scenario,
+    prepared,
+    answers,
+    tenant.apiKey,
+    floorRunOf(scenario, options),
+  )
+  if (floor.warmRates) log(`    floor warm-up req/s by process count: ${floor.warmRates}`)
 
   const itemsPerSecond = load.requestsPerSecond * scenario.itemsPerRequest
   const floorItemsPerSecond = floor.load.requestsPerSecond * scenario.itemsPerRequest
   const ratio = ceiling ? itemsPerSecond / ceiling.opsPerSecond : undefined
   const row: Row = {
     scenario: scenario.title,
+    connections: scenario.connections,
     requestsPerSecond: load.requestsPerSecond,
     itemsPerSecond,
     ...(scenario.bytesPerItem ? { megabytesPerSecond: mb(itemsPerSecond * scenario.bytesPerItem) } : {}),
@@ -429,7 +306,15 @@ async function runFloorOnly(
   const prepared = await scenario.prepare(setupApi(svc.baseUrl, tenant))
   const answers = await probeAnswers(svc.baseUrl, tenant.apiKey, prepared.cycle)
   const ceiling = await measureCeiling(scenario.ceiling!, { durationMs: options.quick ? 800 : 3000 })
-  const floor = await measureFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
+  const floor = await measureFloor(
+    floors,
+    scenario,
+    prepared,
+    answers,
+    tenant.apiKey,
+    floorRunOf(scenario, options),
+  )
+  if (floor.warmRates) log(`    floor warm-up req/s by process count: ${floor.warmRates}`)
   const items = floor.load.requestsPerSecond * scenario.itemsPerRequest
   log(
     `  ${scenario.id}: floor ${Math.round(items)} items/s = ${((items / ceiling.opsPerSecond) * 100).toFixed(0)}% of ${Math.round(ceiling.opsPerSecond)} (${floor.processes} process${floor.processes > 1 ? 'es' : ''}), floor ${floor.floorUs.toFixed(0)} µs/req`,
@@ -466,7 +351,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
   const connections = 16
   const before = await auditTotals(svc, tenant.tenantId)
   const rss = rssSampler(svc)
-  const cpu = cpuMeter(svc)
+  const cpu = await cpuMeter(svc)
   const load = await runLoad({
     baseUrl: svc.baseUrl,
     apiKey: tenant.apiKey,
@@ -475,7 +360,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
     amount: rate * seconds,
     overallRate: rate,
   })
-  const cpuUsed = cpu.stop(load.ok)
+  const cpuUsed = await cpu.stop(load.ok)
   const peaks = rss.stop()
   const audit = await checkAudit(svc, tenant.tenantId, before, load, prepared.auditRecords, 1)
   log(
@@ -484,6 +369,7 @@ async function runHalfRate(svc: ServiceUnderTest, maxRate: number, options: Opti
   return {
     row: {
       scenario: `encrypt 64 B at half max rate (${rate} req/s)`,
+      connections,
       requestsPerSecond: load.requestsPerSecond,
       itemsPerSecond: load.requestsPerSecond,
       p50Ms: load.latency.p50,
@@ -511,7 +397,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   const base = { baseUrl: svc.baseUrl, apiKey: tenant.apiKey, connections: 32, cycle: prepared.cycle }
   const before = await auditTotals(svc, tenant.tenantId)
   const rss = rssSampler(svc)
-  const cpu = cpuMeter(svc)
+  const cpu = await cpuMeter(svc)
   const halves: LoadResult[] = []
   const rssAt: Map<number, number>[] = []
   for (let half = 0; half < 2; half++) {
@@ -523,7 +409,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   }
   const peaks = rss.stop()
   const [first, second] = halves as [LoadResult, LoadResult]
-  const cpuUsed = cpu.stop(first.ok + second.ok)
+  const cpuUsed = await cpu.stop(first.ok + second.ok)
   const combined: LoadResult = {
     ...second,
     sent: first.sent + second.sent,
@@ -544,6 +430,7 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
   return {
     row: {
       scenario: `${total.toLocaleString('en-US')} encrypts: RSS growth ${(worstGrowth * 100).toFixed(1)}% in 2nd half`,
+      connections: base.connections,
       requestsPerSecond: combined.requestsPerSecond,
       itemsPerSecond: combined.requestsPerSecond,
       p50Ms: second.latency.p50,
@@ -556,6 +443,26 @@ async function runEndurance(svc: ServiceUnderTest, options: Options): Promise<Me
     },
     load: combined,
     failures: audit.failure ? [`${ENDURANCE_ID}: ${audit.failure}`] : [],
+  }
+}
+
+function sweepRowOf(point: SweepPoint): SweepRow {
+  return {
+    scenario: point.title,
+    connections: point.connections,
+    requestsPerSecond: point.requestsPerSecond,
+    floorRequestsPerSecond: point.floor.load.requestsPerSecond,
+    p50Ms: point.p50Ms,
+    p99Ms: point.p99Ms,
+    floorP50Ms: point.floor.load.latency.p50,
+    floorP99Ms: point.floor.load.latency.p99,
+    apiCpuUs: point.cpu.apiUs,
+    postgresCpuUs: point.cpu.postgresUs,
+    loadCpuUs: point.cpu.loadUs,
+    floorCpuUs: point.floor.floorUs,
+    floorProcesses: point.floor.processes,
+    ...(point.target ? { target: point.target, met: point.met ?? false } : {}),
+    audit: point.audit,
   }
 }
 
@@ -593,7 +500,12 @@ async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2))
   const wanted = (id: string) => !options.only || options.only.has(id)
   const scenarios = SCENARIOS.filter((s) => wanted(s.id))
-  const mode = `${options.quick ? 'quick' : 'full'}${options.zeroConfig ? ', zero configuration' : ''}`
+  const sweepConnections = Array.isArray(options.sweep) ? (options.sweep as readonly number[]) : undefined
+  const swept = sweepConnections ? SCENARIOS.filter((s) => s.id in SWEEP_TARGETS && wanted(s.id)) : []
+  const sweepSeconds = options.sweepSeconds ?? (options.quick ? 2 : 3)
+  const mode =
+    `${options.quick ? 'quick' : 'full'} run${options.zeroConfig ? ', zero configuration' : ''}` +
+    `${options.sweepOnly ? ', connections sweep only' : sweepConnections ? ', with the connections sweep' : ''}`
   log(
     options.zeroConfig
       ? `kms bench (${mode}): starting the service (npm start with only PORT, HOST and KMS_DATA_DIR)`
@@ -604,6 +516,8 @@ async function main(): Promise<void> {
     zeroConfig: options.zeroConfig,
   })
   const rows: Row[] = []
+  const rowsById = new Map<string, Row>()
+  const sweepPoints: SweepPoint[] = []
   const floorRows: FloorOnlyRow[] = []
   const failures: string[] = []
   const floorWins = new Map<number, string[]>()
@@ -626,15 +540,16 @@ async function main(): Promise<void> {
     } else {
       // The memory run goes first, on fresh processes: it asks whether serving a million
       // operations grows memory, which the high-water marks left by 1 MB bodies and batches would hide.
-      if (wanted(ENDURANCE_ID)) {
+      if (wanted(ENDURANCE_ID) && !options.sweepOnly) {
         const measured = await runEndurance(svc, options)
         rows.push(measured.row)
         failures.push(...measured.failures)
       }
       let encryptRate: number | undefined
-      for (const scenario of scenarios) {
+      for (const scenario of options.sweepOnly ? [] : scenarios) {
         const measured = await runScenario(svc, floors, scenario, options)
         rows.push(measured.row)
+        rowsById.set(scenario.id, measured.row)
         failures.push(...measured.failures)
         floorWins.set(measured.floorProcesses, [
           ...(floorWins.get(measured.floorProcesses) ?? []),
@@ -646,6 +561,32 @@ async function main(): Promise<void> {
         const measured = await runHalfRate(svc, encryptRate, options)
         rows.push(measured.row)
         failures.push(...measured.failures)
+      }
+      if (sweepConnections) {
+        log(
+          swept.length === 0
+            ? 'connections sweep: none of the chosen scenarios is swept (the small operations and MAC are)'
+            : `connections sweep: ${swept.map((s) => s.id).join(', ')} at ${sweepConnections.join(', ')} connections, ${sweepSeconds} s runs`,
+        )
+      }
+      for (const scenario of swept) {
+        const sweep = await sweepScenario(svc, floors, scenario, SWEEP_TARGETS[scenario.id], {
+          connections: sweepConnections!,
+          seconds: sweepSeconds,
+          warmSeconds: 1,
+          log,
+        })
+        sweepPoints.push(...sweep.points)
+        failures.push(...sweep.failures)
+        const best = saturation(sweep.points)
+        const row = rowsById.get(scenario.id)
+        if (row && best) {
+          row.saturated = {
+            requestsPerSecond: best.requestsPerSecond,
+            connections: best.connections,
+            floorRatio: best.floorRatio,
+          }
+        }
       }
     }
   } finally {
@@ -666,9 +607,24 @@ async function main(): Promise<void> {
     }
     return
   }
-  log(`\n${textTable(rows)}`)
+  const sweepRows = sweepPoints.map(sweepRowOf)
+  if (rows.length > 0) log(`\n${textTable(rows)}`)
+  if (sweepRows.length > 0) log(`\nconnections sweep\n${sweepTextTable(sweepRows)}`)
   const notes = rows.filter((r) => r.note).map((r) => `${r.scenario}: ${r.note}`)
-  if (floors.length > 1) {
+  notes.push(
+    "req/s: answers ÷ the time from the start of the run to its last answer, at the row's connections (conns)",
+  )
+  if (sweepRows.length > 0) {
+    notes.push(
+      `Connections sweep: per scenario and connection count, a ${sweepSeconds} s amount-based run of the service (audit checked), then the HTTP floor at the same count (the faster of its process counts after a 1 s warm-up); the issue's targets are read at ${ACCEPTANCE_CONNECTIONS} connections` +
+        (rows.some((r) => r.saturated)
+          ? '; in the scenario table, saturated req/s is the best rate of the sweep @ its connection count, and saturated ÷ floor the floor at that count'
+          : ''),
+    )
+  }
+  if (floors.length > 1 && floorWins.size === 0) {
+    notes.push(`HTTP floor: the faster of ${options.floorProcesses.join(' and ')} processes, per run`)
+  } else if (floors.length > 1) {
     const wins = [...floorWins].map(([n, ids]) => `${n} process${n > 1 ? 'es' : ''} for ${ids.join(', ')}`)
     notes.push(
       `HTTP floor: the faster of ${options.floorProcesses.join(' and ')} processes; ${wins.join('; ')}`,
@@ -680,15 +636,28 @@ async function main(): Promise<void> {
   }
   if (svc.embeddedDatabase)
     notes.push('PG µs/req: the embedded database runs inside the API process, so its CPU is in API µs/req')
+  else
+    notes.push(
+      "PG µs/req: the CPU of the service's own PostgreSQL backends (the client backends of the bench database, listed at the start and end of each run; one opened meanwhile counts from zero), not the server's shared processes (WAL writer, checkpointer, autovacuum) nor other databases' backends",
+    )
   for (const note of notes) log(note)
   log(`finished in ${((performance.now() - started) / 1000).toFixed(0)} s`)
   const out =
-    options.out ?? (options.quick || options.only ? undefined : join(import.meta.dirname, 'RESULTS.md'))
+    options.out ??
+    (options.quick || options.only || options.sweepOnly ? undefined : join(import.meta.dirname, 'RESULTS.md'))
   if (out && machine) {
+    const tables = [
+      ...(rows.length > 0 ? [markdownTable(rows)] : []),
+      ...(sweepRows.length > 0
+        ? [
+            `Connections sweep (${sweepConnections!.join(', ')} connections):\n\n${sweepMarkdownTable(sweepRows)}`,
+          ]
+        : []),
+    ]
     writeResults(
       out,
       options.zeroConfig ? ZERO_CONFIG_BLOCK : MAIN_BLOCK,
-      `${machineMarkdown(machine, mode)}\n${markdownTable(rows)}\n${notes.map((n) => `- ${n}`).join('\n')}\n`,
+      `${machineMarkdown(machine, mode)}\n${tables.join('\n')}\n${notes.map((n) => `- ${n}`).join('\n')}\n`,
     )
     log(`results written to ${out}`)
   }

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 
 /**
  * CPU time per process from /proc (Linux): user + system time of all of a process's threads, so
@@ -19,15 +19,18 @@ function cpuSecondsOf(pid: number): number | undefined {
   }
 }
 
-/** Pids of every process whose command name (comm) is `name`, e.g. `postgres`. */
-export function pidsNamed(name: string): number[] {
+/**
+ * The pids among `pids` whose command name (comm) is `name` and that run on this machine: a
+ * PostgreSQL server elsewhere (or in another pid namespace) reports pids that are not its
+ * processes here.
+ */
+export function pidsNamed(pids: Iterable<number>, name: string): number[] {
   const out: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
+  for (const pid of pids) {
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) out.push(Number(entry))
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name) out.push(pid)
     } catch {
-      // gone meanwhile
+      // gone meanwhile, or not here
     }
   }
   return out

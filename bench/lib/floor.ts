@@ -40,6 +40,8 @@ export interface Floor {
 }
 
 const WORKER_FLAG = 'KMS_BENCH_FLOOR_WORKER'
+/** Set for a floor of one process: it listens on its own socket (see startFloor). */
+const ALONE_FLAG = 'KMS_BENCH_FLOOR_ALONE'
 
 interface ConfigureMessage {
   kind: 'floor:configure'
@@ -76,7 +78,7 @@ interface ServedRoute {
   binary: Buffer | undefined
 }
 
-function serve(port: number): void {
+function serve(port: number, alone: boolean): void {
   let routes = new Map<string, ServedRoute>()
   // One prepared operation per distinct work: key generation (ML-DSA) is not free.
   const operations = new Map<string, () => void>()
@@ -146,22 +148,43 @@ function serve(port: number): void {
         response.writeHead(500, { 'content-type': 'application/json' }).end(text)
       }
     })
-  }).listen(port, '127.0.0.1')
+  }).listen({ port, host: '127.0.0.1', exclusive: alone }, () => process.send!({ kind: 'floor:listening' }))
 }
 
-if (cluster.isWorker && process.env[WORKER_FLAG]) serve(Number(process.env[WORKER_FLAG]))
+if (cluster.isWorker && process.env[WORKER_FLAG]) {
+  serve(Number(process.env[WORKER_FLAG]), process.env[ALONE_FLAG] === '1')
+}
 
-/** Starts a floor of `processes` node:cluster processes on a port of its own. */
+/**
+ * Starts a floor of `processes` node:cluster processes on a port of its own. Several processes
+ * share the port as `npm start`'s API processes do: the primary (here the bench process) accepts
+ * each connection and hands it to the next process. A floor of one process listens on its own
+ * socket, as the service's single API process does: through the primary, each new connection
+ * waited for a round trip between the bench's event loop, busy generating load, and the busy floor
+ * process; opening 256 connections took up to 1.7 s, which a short run at 128 or 256 connections
+ * counted against the floor (a 1-process MAC floor at 256 connections, runs of ~1.5 s: 20,000-
+ * 29,000 req/s through the primary with answers up to 1.7 s late, 30,600-31,700 listening alone;
+ * at 32 connections the two were alike).
+ */
 export async function startFloor(options: { processes: number; port: number }): Promise<Floor> {
   cluster.setupPrimary({ exec: new URL(import.meta.url).pathname, silent: false })
   const workers: Worker[] = []
   const listening: Promise<void>[] = []
   for (let i = 0; i < options.processes; i++) {
-    const worker = cluster.fork({ [WORKER_FLAG]: String(options.port) })
+    const worker = cluster.fork({
+      [WORKER_FLAG]: String(options.port),
+      ...(options.processes === 1 ? { [ALONE_FLAG]: '1' } : {}),
+    })
     workers.push(worker)
     listening.push(
       new Promise((resolve, reject) => {
-        worker.once('listening', () => resolve())
+        // The process says so itself: a socket of its own is no event of the cluster's.
+        const onMessage = (message: { kind?: string }) => {
+          if (message?.kind !== 'floor:listening') return
+          worker.off('message', onMessage)
+          resolve()
+        }
+        worker.on('message', onMessage)
         worker.once('exit', (code) => reject(new Error(`a floor process exited with ${code} at start`)))
       }),
     )

@@ -4,6 +4,8 @@ import { availableParallelism, cpus, totalmem } from 'node:os'
 
 export interface Row {
   scenario: string
+  /** The load generator's connections for this row's run. */
+  connections?: number
   requestsPerSecond: number
   itemsPerSecond: number
   /** Plaintext MB/s, for scenarios sized in bytes. */
@@ -16,10 +18,12 @@ export interface Row {
   /** The HTTP floor's items per second (bench/lib/floor.ts) and service ÷ floor. */
   floorItemsPerSecond?: number
   floorRatio?: number
+  /** The best rate of the connections sweep (lib/sweep.ts), its connection count and ÷ floor there. */
+  saturated?: { requestsPerSecond: number; connections: number; floorRatio: number }
   /**
    * CPU µs per answered request of the measured load: the API processes (all their threads),
-   * PostgreSQL (every `postgres` process), the load generator (the bench process) and the
-   * floor's processes during the floor's own run.
+   * PostgreSQL (the service's own backends: lib/measure.ts cpuMeter), the load generator (the
+   * bench process) and the floor's processes during the floor's own run.
    */
   apiCpuUs?: number
   postgresCpuUs?: number
@@ -35,6 +39,7 @@ export interface Row {
 
 const HEADERS = [
   'scenario',
+  'conns',
   'req/s',
   'items/s',
   'MB/s',
@@ -44,6 +49,8 @@ const HEADERS = [
   '÷ ceiling',
   'floor items/s',
   '÷ floor',
+  'saturated req/s',
+  'saturated ÷ floor',
   'target',
   'API µs/req',
   'PG µs/req',
@@ -65,6 +72,7 @@ function cells(row: Row): Record<string, string> {
   const target = row.target ? `${row.target} ${row.met === undefined ? '' : row.met ? '✓' : '✗'}`.trim() : ''
   return {
     scenario: row.scenario,
+    conns: row.connections === undefined ? '–' : String(row.connections),
     'req/s': whole(row.requestsPerSecond),
     'items/s': whole(row.itemsPerSecond),
     'MB/s': fixed(row.megabytesPerSecond, 1),
@@ -74,6 +82,10 @@ function cells(row: Row): Record<string, string> {
     '÷ ceiling': percent(row.ratio),
     'floor items/s': whole(row.floorItemsPerSecond),
     '÷ floor': percent(row.floorRatio),
+    'saturated req/s': row.saturated
+      ? `${whole(row.saturated.requestsPerSecond)} @${row.saturated.connections}`
+      : '–',
+    'saturated ÷ floor': percent(row.saturated?.floorRatio),
     target,
     'API µs/req': whole(row.apiCpuUs),
     'PG µs/req': whole(row.postgresCpuUs),
@@ -82,6 +94,74 @@ function cells(row: Row): Record<string, string> {
     'peak RSS MB': whole(row.peakRssMb),
     audit: row.audit,
   }
+}
+
+/** The connections sweep: one row per scenario and connection count. */
+const SWEEP_HEADERS = [
+  'scenario',
+  'conns',
+  'req/s',
+  'floor req/s',
+  '÷ floor',
+  'p50 ms',
+  'p99 ms',
+  'floor p50 ms',
+  'floor p99 ms',
+  'API µs/req',
+  'PG µs/req',
+  'load µs/req',
+  'floor µs/req',
+  'floor processes',
+  'target',
+  'audit',
+]
+
+export interface SweepRow {
+  scenario: string
+  connections: number
+  requestsPerSecond: number
+  floorRequestsPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  floorP50Ms: number
+  floorP99Ms: number
+  apiCpuUs: number
+  postgresCpuUs: number | undefined
+  loadCpuUs: number
+  floorCpuUs: number
+  floorProcesses: number
+  target?: string
+  met?: boolean
+  audit: string
+}
+
+function sweepCells(row: SweepRow): Record<string, string> {
+  return {
+    scenario: row.scenario,
+    conns: String(row.connections),
+    'req/s': whole(row.requestsPerSecond),
+    'floor req/s': whole(row.floorRequestsPerSecond),
+    '÷ floor': percent(row.requestsPerSecond / row.floorRequestsPerSecond),
+    'p50 ms': fixed(row.p50Ms, 2),
+    'p99 ms': fixed(row.p99Ms, 2),
+    'floor p50 ms': fixed(row.floorP50Ms, 2),
+    'floor p99 ms': fixed(row.floorP99Ms, 2),
+    'API µs/req': whole(row.apiCpuUs),
+    'PG µs/req': whole(row.postgresCpuUs),
+    'load µs/req': whole(row.loadCpuUs),
+    'floor µs/req': whole(row.floorCpuUs),
+    'floor processes': String(row.floorProcesses),
+    target: row.target ? `${row.target} ${row.met ? '✓' : '✗'}` : '',
+    audit: row.audit,
+  }
+}
+
+export function sweepMarkdownTable(rows: readonly SweepRow[]): string {
+  return markdown(SWEEP_HEADERS, grid(rows, SWEEP_HEADERS, sweepCells))
+}
+
+export function sweepTextTable(rows: readonly SweepRow[]): string {
+  return text(SWEEP_HEADERS, grid(rows, SWEEP_HEADERS, sweepCells))
 }
 
 /** The floor-only table (`npm run bench:floor`): the service's columns stay out. */
@@ -208,7 +288,7 @@ export function describeMachine(postgresVersion: string): Machine {
 
 export function machineMarkdown(m: Machine, mode: string): string {
   return [
-    `- Date: ${m.date} (${mode} run)`,
+    `- Date: ${m.date} (${mode})`,
     `- Machine: ${m.cores} cores, ${m.memoryGb} GiB, ${m.cpu}`,
     `- Node.js ${m.node}, OpenSSL ${m.openssl}, PostgreSQL ${m.postgres}, Redis ${m.redis}`,
     '',

@@ -44,6 +44,33 @@ export interface Target {
 }
 const ofFloor = (ratio: number): Target => ({ ratio, of: 'floor' })
 
+/** A swept scenario's target where the issue measures it (issue 33: at 128 connections). */
+export interface SweepTarget {
+  /** Minimum service ÷ HTTP floor at the same connection count. */
+  floor: number
+  /** Maximum CPU µs of the API processes per request. */
+  apiCpuUs?: number
+}
+
+/**
+ * The connections sweep (`--sweep`, and every full run): the small operations and MAC, each at
+ * these connection counts against the HTTP floor at the same count. The issue's acceptance is
+ * read at ACCEPTANCE_CONNECTIONS.
+ */
+export const SWEEP_CONNECTIONS: readonly number[] = [8, 32, 128, 256]
+export const ACCEPTANCE_CONNECTIONS = 128
+const small: SweepTarget = { floor: 0.7 }
+export const SWEEP_TARGETS: Readonly<Record<string, SweepTarget>> = {
+  'encrypt-64-b': small,
+  'decrypt-64-b': small,
+  'sign-ed25519': small,
+  'verify-ed25519': small,
+  'sign-ec-p256': small,
+  'verify-ec-p256': small,
+  'generate-data-key': small,
+  'mac-hmac-sha256': { floor: 0.6, apiCpuUs: 35 },
+}
+
 const V1 = '/api/v1'
 const json = (value: unknown) => JSON.stringify(value)
 const slug = (label: string) => label.toLowerCase().replaceAll(' ', '-')

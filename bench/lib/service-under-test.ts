@@ -18,6 +18,9 @@ export const PROJECT_ROOT = join(import.meta.dirname, '..', '..')
 const ADMIN_DATABASE_URL = process.env['BENCH_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const REDIS_URL = process.env['BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379'
 
+/** The bench's own connections to the service's database (creating tenants, counting audit records). */
+const BENCH_APPLICATION = 'kms-bench'
+
 export interface BenchTenant {
   tenantId: string
   apiKey: string
@@ -39,6 +42,11 @@ export interface ServiceUnderTest {
   apiPids(): number[]
   /** True when the database runs inside the service (zero configuration: PGlite). */
   embeddedDatabase: boolean
+  /**
+   * Pids of the PostgreSQL backends serving the service (every client backend of its database
+   * but the bench's own connections), for their CPU; undefined with the embedded database.
+   */
+  databaseBackendPids(): Promise<number[] | undefined>
   /** Event-loop delay p99 (ms) per API process since its previous scrape. */
   scrapeEventLoopP99(): Promise<Map<number, number>>
   stop(): Promise<void>
@@ -191,7 +199,7 @@ export async function startServiceUnderTest(options: {
     // PGlite is one session multiplexed over its socket's connections: one is plenty.
     poolSize: zeroConfig ? 1 : 2,
     statementTimeoutMs: 120_000,
-    applicationName: 'kms-bench',
+    applicationName: BENCH_APPLICATION,
   })
   const cleanUp = async () => {
     await sql.end({ timeout: 5 })
@@ -236,6 +244,7 @@ export async function startServiceUnderTest(options: {
     sql,
     embeddedDatabase: zeroConfig,
     apiPids,
+    databaseBackendPids: async () => (zeroConfig ? undefined : serviceBackendPids(sql, BENCH_APPLICATION)),
     async createTenant() {
       const created = await createTenantService({ sql, masterKeys, apiKeys, audit }).create({
         name: `bench-${randomBytes(4).toString('hex')}`,
@@ -275,6 +284,20 @@ export async function startServiceUnderTest(options: {
       await cleanUp()
     },
   }
+}
+
+/**
+ * The client backends of `sql`'s database but those of `exceptApplication` (and the asking
+ * connection): the service's own connections (its API processes, `kms-api`, and its job process,
+ * `kms-jobs`, in a bench database nothing else uses). PostgreSQL's shared processes (WAL writer,
+ * checkpointer, autovacuum) and other databases' backends are not among them.
+ */
+export async function serviceBackendPids(sql: Sql, exceptApplication: string): Promise<number[]> {
+  const rows = await sql<{ pid: number }[]>`
+    SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND backend_type = 'client backend'
+      AND pid <> pg_backend_pid() AND application_name <> ${exceptApplication}`
+  return rows.map((row) => Number(row.pid))
 }
 
 /** Cumulative buckets `[le, count]` of kms_eventloop_delay_seconds per API process, by pid. */
