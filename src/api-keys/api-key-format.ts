@@ -49,6 +49,18 @@ export function secretKeyFormat(prefix: string): SecretKeyFormat {
   }
 }
 
+/**
+ * Equal strings, compared in time that depends on their length only (never on where they first
+ * differ): every character is compared, with no early exit. For a presented key against one
+ * already verified (api-key-authenticator.ts); both are ASCII keys of the same fixed length.
+ */
+export function constantTimeEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  let difference = 0
+  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return difference === 0
+}
+
 const tenantKeys = secretKeyFormat(API_KEY_PREFIX)
 export const generateApiKey = (): NewApiKey => tenantKeys.generate()
 export const lookupIdOf = (presented: string): string | undefined => tenantKeys.lookupIdOf(presented)

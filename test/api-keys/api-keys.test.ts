@@ -31,6 +31,23 @@ describe('API keys over HTTP', () => {
     assert.equal(audit.status, 200)
   })
 
+  test('after a key was verified, a key with the same lookup id and any other secret is still 401', async () => {
+    const tenant = await svc.createTenant()
+    // The first request verifies the key by its hash and remembers it for the row (the cache).
+    assert.equal((await svc.request('GET', '/api/v1/tenant', { key: tenant.key })).status, 200)
+    const body = tenant.key.slice(4)
+    const flip = (c: string) => (c === 'A' ? 'B' : 'A')
+    // Same prefix and lookup id (the first 12 characters), the secret changed at its first, a
+    // middle and its last character: each is refused, and the real key still works in between.
+    for (const at of [12, 30, 51]) {
+      const forged = `kms_${body.slice(0, at)}${flip(body[at]!)}${body.slice(at + 1)}`
+      assert.equal(forged.length, tenant.key.length)
+      const refused = await svc.request('GET', '/api/v1/tenant', { key: forged })
+      assert.equal(refused.status, 401, `changed at ${at}`)
+      assert.equal((await svc.request('GET', '/api/v1/tenant', { key: tenant.key })).status, 200)
+    }
+  })
+
   test('a key cannot grant scopes it does not hold', async () => {
     const narrow = await svc.createTenant(['apikeys:write', 'audit:read'])
     const res = await svc.request('POST', '/api/v1/api-keys', {
