@@ -15,6 +15,15 @@ import type { CallerRequest } from '../auth/request-context.ts'
  */
 export const BINARY = 'application/octet-stream'
 
+/**
+ * fast-json-stringify's options, for Fastify's serializers and the node adapter's alike.
+ * `format: 'unsafe'` on answer strings is a hint to it (crypto-schemas.ts Base64Output); its own
+ * ajv, used for unions, must know the format or it logs a line per use.
+ */
+export const SERIALIZER_OPTIONS: { ajv: { formats: { unsafe: true } } } = {
+  ajv: { formats: { unsafe: true } },
+}
+
 /** What a data-plane handler reads of its request: a Fastify request satisfies it as it is. */
 export interface DataRequest<Body = unknown, Params = unknown, Headers = IncomingHttpHeaders>
   extends CallerRequest {

@@ -9,7 +9,7 @@ import type { AuthorizationRequest, Authorize } from '../auth/auth-hook.ts'
 import type { Principal } from '../auth/principal.ts'
 import { errorCodeOf } from '../metrics/http-metrics.ts'
 import type { HttpMetrics } from '../metrics/service-metrics.ts'
-import { BINARY, type DataReply, type DataRequest, type DataRoute } from './data-route.ts'
+import { BINARY, type DataReply, type DataRequest, type DataRoute, SERIALIZER_OPTIONS } from './data-route.ts'
 import { drainInBackground } from './drain-request.ts'
 import { errorAnswer } from './error-handler.ts'
 import { API_HEADERS, requestIdOf } from './response-headers.ts'
@@ -57,7 +57,7 @@ interface CompiledRoute {
   validateParams: ValidateFunction | undefined
   validateHeaders: ValidateFunction | undefined
   serialize: (value: unknown) => string
-  record: (method: string, status: number, elapsedMs: number) => void
+  record: ReturnType<HttpMetrics['route']>
 }
 
 /** Fastify's router takes parameters of up to this length (server/http.ts `maxParamLength`). */
@@ -180,7 +180,8 @@ export function createNodeDataPlane(deps: NodeDataPlaneDeps): DataPlane {
     const bodySchema = jsonSchemaOf(route.schema.body)
     const responseSchema = jsonSchemaOf(route.schema.response[200])
     if (!responseSchema) throw new Error(`data route ${template} declares no 200 answer`)
-    const record = deps.http.route(template)
+    const validatorOf = (schema: object, httpPart: 'body' | 'params' | 'headers') =>
+      compile({ schema, httpPart, url: template, method: 'POST' }) as ValidateFunction
     return {
       route,
       template,
@@ -190,35 +191,17 @@ export function createNodeDataPlane(deps: NodeDataPlaneDeps): DataPlane {
         .filter((segment) => segment.startsWith(':'))
         .map((segment) => segment.slice(1)),
       bodyLimit: route.bodyLimit ?? deps.defaultBodyLimit,
-      validateBody: bodySchema
-        ? (compile({
-            schema: bodySchema,
-            httpPart: 'body',
-            url: template,
-            method: 'POST',
-          }) as ValidateFunction)
-        : undefined,
-      validateParams: route.schema.params
-        ? (compile({
-            schema: route.schema.params,
-            httpPart: 'params',
-            url: template,
-            method: 'POST',
-          }) as ValidateFunction)
-        : undefined,
+      validateBody: bodySchema ? validatorOf(bodySchema, 'body') : undefined,
+      validateParams: route.schema.params ? validatorOf(route.schema.params, 'params') : undefined,
       validateHeaders: route.schema.headers
-        ? (compile({
-            schema: lowerCasedHeaders(route.schema.headers),
-            httpPart: 'headers',
-            url: template,
-            method: 'POST',
-          }) as ValidateFunction)
+        ? validatorOf(lowerCasedHeaders(route.schema.headers), 'headers')
         : undefined,
-      // The serializer Fastify compiles from the same schema, with its options (server/http.ts).
-      serialize: fastJsonStringify(responseSchema, { ajv: { formats: { unsafe: true } } }) as (
-        value: unknown,
-      ) => string,
-      record: (method, status, elapsedMs) => record(method, status, elapsedMs),
+      // The serializer Fastify compiles from the same schema, with the same options.
+      serialize: fastJsonStringify(
+        responseSchema as Parameters<typeof fastJsonStringify>[0],
+        SERIALIZER_OPTIONS,
+      ) as (value: unknown) => string,
+      record: deps.http.route(template),
     }
   })
   const exact = new Map<string, CompiledRoute>()

@@ -12,7 +12,7 @@ import type { Logger } from 'pino'
 import { access } from '../auth/access.ts'
 import { API_PREFIX, createAuthorizer, registerAuthentication } from '../auth/auth-hook.ts'
 import type { DataPlaneAdapter } from '../config.ts'
-import { mountOnFastify } from '../http/data-route.ts'
+import { mountOnFastify, SERIALIZER_OPTIONS } from '../http/data-route.ts'
 import { installErrorHandlers } from '../http/error-handler.ts'
 import { createNodeDataPlane, type DataPlane } from '../http/node-data-plane.ts'
 import { documentTransform, type Json, routeTransform } from '../http/openapi.ts'
@@ -78,9 +78,7 @@ export async function buildHttp(deps: HttpDeps): Promise<FastifyInstance> {
         bindings,
         options as Record<string, unknown>,
       ) as unknown as FastifyBaseLogger,
-    // `format: 'unsafe'` on response strings is a hint to fast-json-stringify (crypto-schemas.ts
-    // Base64Output); its own ajv, used for unions, must know the format or it logs a line per use.
-    serializerOpts: { ajv: { formats: { unsafe: true } } },
+    serializerOpts: SERIALIZER_OPTIONS,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Long path parameters reach schema validation (400 after authentication) instead of
