@@ -1,8 +1,8 @@
 import type { Logger } from 'pino'
 import type { Queryable, Sql } from '../data/database.ts'
 import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../platform/errors.ts'
+import { type AuditFeed, createAuditFeed } from './audit-feed.ts'
 import {
-  type AuditCompanion,
   type AuditEntry,
   type AuditFilter,
   type AuditRow,
@@ -39,6 +39,8 @@ export interface AuditLog {
   stats(): { queued: number; writing: number }
   /** A tenant's records matching the filter, newest first (GET /api/v1/audit). */
   list(tenantId: string, filter: AuditFilter): Promise<AuditRow[]>
+  /** What other modules fold from the records in their sweeps (usage, key last use: audit-feed.ts). */
+  feed: AuditFeed
 }
 
 /** Told of every record and every group-commit write (src/metrics/service-metrics.ts). */
@@ -66,8 +68,6 @@ export function createAuditLog(deps: {
    */
   maxConcurrentWrites?: number | (() => number)
   observer?: AuditObserver
-  /** Written with every batch, in the same statement (the usage meter, the key-use meter). */
-  companions?: readonly AuditCompanion[]
 }): AuditLog {
   const maxBatch = deps.maxBatch ?? 1000
   const limit = deps.maxConcurrentWrites ?? 4
@@ -83,7 +83,6 @@ export function createAuditLog(deps: {
       const insert = insertAuditEntries(
         deps.sql,
         batch.map((p) => p.entry),
-        deps.companions,
       )
       if (!(await settlesWithin(insert, deps.timeoutMs))) {
         // Past the bound the INSERT may still be waiting (for a connection, or a lock) and could
@@ -140,6 +139,7 @@ export function createAuditLog(deps: {
 
   return {
     list: (tenantId, filter) => listAuditEntries(deps.sql, tenantId, filter),
+    feed: createAuditFeed({ sql: deps.sql }),
     record(entry) {
       deps.observer?.recorded(entry)
       return new Promise<void>((resolve, reject) => {
@@ -150,7 +150,7 @@ export function createAuditLog(deps: {
     async recordInTransaction(tx, entry) {
       deps.observer?.recorded(entry)
       try {
-        await insertAuditEntries(tx, [entry], deps.companions)
+        await insertAuditEntries(tx, [entry])
       } catch (err) {
         deps.logger.error({ err: { message: (err as Error).message } }, 'audit write failed')
         throw new AuditUnavailableError()

@@ -1,4 +1,3 @@
-import type postgres from 'postgres'
 import type { Queryable } from '../data/database.ts'
 
 type AuditOutcome = 'success' | 'failure' | 'denied'
@@ -39,30 +38,14 @@ export interface AuditRow {
  * a multi-row VALUES list is a new statement, with its own parse and describe round trip, for
  * every batch size the group commit produces; and JSON.stringify is native, where postgres.js
  * would serialise every value of every column in JavaScript.
+ *
+ * It writes the records and nothing else: what other modules derive from them (usage, key last
+ * use) they fold from audit_log in their sweeps (audit-feed.ts). The condition, evaluated once
+ * before the first row (a one-time filter: it names no column), gives the transaction its id
+ * before the first record id is drawn, which is what lets the feed tell when every record up to
+ * an id is settled.
  */
-/**
- * A clause another module adds to an audit write, in the same statement (the usage meter,
- * src/billing/usage-meter.ts): a `WITH name AS (...)` data-modifying CTE made from the batch, or
- * nothing when the batch holds nothing for it. What it writes commits with the records, in the
- * same round trip.
- */
-export type AuditCompanion = (
-  db: Queryable,
-  records: ReadonlyArray<{
-    tenant_id: string
-    occurred_at: Date
-    action: string
-    resource: string | null
-    outcome: AuditOutcome
-    details: AuditEntry['details']
-  }>,
-) => postgres.PendingQuery<postgres.Row[]> | undefined
-
-export async function insertAuditEntries(
-  db: Queryable,
-  entries: readonly AuditEntry[],
-  companions: readonly AuditCompanion[] = [],
-): Promise<void> {
+export async function insertAuditEntries(db: Queryable, entries: readonly AuditEntry[]): Promise<void> {
   if (entries.length === 0) return
   const now = new Date()
   const records = entries.map((e) => ({
@@ -77,21 +60,15 @@ export async function insertAuditEntries(
     client_ip: e.clientIp ?? null,
     details: e.details ?? null,
   }))
-  // Each companion adds one `name AS (data-modifying statement)` to the WITH of the insert.
-  const clauses = companions.flatMap((companion) => companion(db, records) ?? [])
-  const withClause =
-    clauses.length === 0
-      ? db``
-      : clauses.slice(1).reduce((all, clause) => db`${all}, ${clause}`, db`WITH ${clauses[0]!}`)
   await db`
-    ${withClause}
     INSERT INTO audit_log (tenant_id, occurred_at, actor, action, resource, key_version, outcome,
                            request_id, client_ip, details)
     SELECT tenant_id, occurred_at, actor, action, resource, key_version, outcome, request_id, client_ip,
            details
     FROM jsonb_to_recordset(${db.json(records)}::jsonb) AS r(
       tenant_id uuid, occurred_at timestamptz, actor text, action text, resource text,
-      key_version integer, outcome text, request_id text, client_ip text, details jsonb)`
+      key_version integer, outcome text, request_id text, client_ip text, details jsonb)
+    WHERE pg_current_xact_id() IS NOT NULL`
 }
 
 export interface AuditFilter {
@@ -105,6 +82,14 @@ export interface AuditFilter {
   limit: number
 }
 
+/**
+ * The tenant's records matching the filter, newest first. Served by the (tenant_id, id DESC)
+ * index: ids increase with time, and a time range is turned into id bounds by the time map
+ * (audit_time_map, folded by the audit sweep: audit-feed.ts), which holds for folded records
+ * whatever order their times were written in. Records above the map (not folded yet) are read
+ * as well, so the answer never depends on the sweep having run; the time conditions themselves
+ * are applied to every record read.
+ */
 export async function listAuditEntries(
   db: Queryable,
   tenantId: string,
@@ -118,9 +103,32 @@ export async function listAuditEntries(
   if (filter.to) conditions.push(db`occurred_at < ${filter.to}`)
   if (filter.before) conditions.push(db`id < ${filter.before}`)
   const where = conditions.reduce((acc, c) => db`${acc} AND ${c}`)
+  const columns = db`r.id::text AS id, r.tenant_id, r.occurred_at, r.actor, r.action, r.resource, r.key_version,
+    r.outcome, r.request_id, r.client_ip, r.details`
   // Ordered by the bigint column, not by the text alias of the same name.
+  if (!filter.from && !filter.to)
+    return db<AuditRow[]>`
+      SELECT ${columns} FROM audit_log r WHERE ${where} ORDER BY r.id DESC LIMIT ${filter.limit}`
+  // Every mapped record up to `lo` is earlier than `from`; every mapped record above `hi` is at
+  // or after `to`; records above `mapped` are not mapped yet. Read apart, each newest first, so
+  // each is one range of the index.
+  const lo = filter.from
+    ? db`coalesce((SELECT id_to FROM audit_time_map WHERE max_at_upto < ${filter.from}
+        ORDER BY max_at_upto DESC, id_to DESC LIMIT 1), 0)`
+    : db`0`
+  const hi = filter.to
+    ? db`coalesce((SELECT id_to FROM audit_time_map WHERE suffix_min < ${filter.to}
+        ORDER BY suffix_min DESC, id_to DESC LIMIT 1), 0)`
+    : db`coalesce((SELECT max(id_to) FROM audit_time_map), 0)`
   return db<AuditRow[]>`
-    SELECT id::text AS id, tenant_id, occurred_at, actor, action, resource, key_version, outcome,
-           request_id, client_ip, details
-    FROM audit_log WHERE ${where} ORDER BY audit_log.id DESC LIMIT ${filter.limit}`
+    WITH bounds AS MATERIALIZED (
+      SELECT ${lo} AS lo, ${hi} AS hi, coalesce((SELECT max(id_to) FROM audit_time_map), 0) AS mapped
+    )
+    SELECT ${columns} FROM (
+      (SELECT * FROM audit_log WHERE ${where} AND id > (SELECT mapped FROM bounds)
+       ORDER BY id DESC LIMIT ${filter.limit})
+      UNION ALL
+      (SELECT * FROM audit_log WHERE ${where} AND id > (SELECT lo FROM bounds) AND id <= (SELECT hi FROM bounds)
+       ORDER BY id DESC LIMIT ${filter.limit})
+    ) AS r ORDER BY r.id DESC LIMIT ${filter.limit}`
 }

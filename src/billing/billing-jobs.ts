@@ -2,8 +2,9 @@ import type { ModuleJobs } from '../platform/module.ts'
 import type { BillingService } from './billing-service.ts'
 
 /**
- * `billing-sweep` (maintenance): folds the usage meter's rows, and issues last month's invoices,
- * once per tenant (the unique key), whichever sweep gets there.
+ * `billing-sweep` (maintenance): folds the operations audited since the last fold into the usage
+ * totals (the audit feed: exact, once each, whichever sweep gets there), and issues last month's
+ * invoices, once per tenant (the unique key).
  */
 export function billingJobs(deps: {
   billing: Pick<BillingService, 'foldUsage' | 'issueInvoices'>

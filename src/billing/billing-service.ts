@@ -6,7 +6,7 @@ import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import { isUuid } from '../platform/ids.ts'
 import {
-  foldUsageRows,
+  addUsage,
   getInvoice,
   getPlan,
   getSubscription,
@@ -24,6 +24,7 @@ import {
   usageByMonth,
 } from './billing-store.ts'
 import type { PaymentWebhook } from './payment-webhook.ts'
+import { USAGE_FEED, usageOf } from './usage-meter.ts'
 
 /** The operation kinds the meter counts (the audit actions of src/crypto without `crypto.`). */
 export const OPERATION_KINDS = [
@@ -116,7 +117,10 @@ export interface BillingService {
   changePlan(actor: Actor, planId: string): Promise<SubscriptionView>
   /** Months `from`..`to` (YYYY-MM, UTC), oldest first; both default to the current month. */
   usage(actor: Actor, range: { from?: string | undefined; to?: string | undefined }): Promise<UsageReport>
-  /** The job process: folds the meter's appended rows (usage-meter.ts); the number of groups folded. */
+  /**
+   * The job process: folds the operations audited since the last fold into the totals
+   * (usage-meter.ts, through the audit feed); the number of (tenant, month, action) counts folded.
+   */
   foldUsage(): Promise<number>
   /** The monthly job (and the CLI): invoices of `period` (default: last month), once per tenant. */
   issueInvoices(period?: string): Promise<{ period: string; issued: number }>
@@ -179,8 +183,9 @@ function parsePeriod(value: string, field: string): Date {
 }
 
 /**
- * Plans, subscriptions and usage (docs/billing.md). Usage comes from the meter that the audit
- * write keeps (src/billing/usage-meter.ts), never from scanning the audit log.
+ * Plans, subscriptions and usage (docs/billing.md). Usage is the audited operations: the billing
+ * sweep folds them from the audit feed into usage_totals (usage-meter.ts), and a report adds
+ * those not folded yet, read in the same snapshot.
  */
 export function createBillingService(deps: {
   sql: Sql
@@ -191,6 +196,7 @@ export function createBillingService(deps: {
   webhooks?: PaymentWebhook[]
 }): BillingService {
   const { sql, audit, clock } = deps
+  const usageFeed = audit.feed.operationCounts(USAGE_FEED)
   const paidListeners: Array<(event: InvoicePaid) => Promise<void>> = []
 
   /** Marks an open invoice paid, audited in the same transaction; listeners are told after commit. */
@@ -352,15 +358,7 @@ export function createBillingService(deps: {
     onInvoicePaid(listener) {
       paidListeners.push(listener)
     },
-    async foldUsage() {
-      let folded = 0
-      for (let round = 0; round < 100; round++) {
-        const groups = await foldUsageRows(sql, 1000)
-        folded += groups
-        if (groups < 1000) break
-      }
-      return folded
-    },
+    foldUsage: () => usageFeed.fold((tx, counts) => addUsage(tx, usageOf(counts))),
     async usage(actor, range) {
       const current = periodOf(clock.now())
       const from = parsePeriod(
@@ -380,7 +378,14 @@ export function createBillingService(deps: {
       }
       const [{ plan }, rows, keys, secrets, endUsers] = await Promise.all([
         planOf(actor.tenantId),
-        usageByMonth(sql, actor.tenantId, months[0]!, months.at(-1)!),
+        // The folded totals and the operations not folded yet, in one snapshot: the fold moves its
+        // position and the totals in one transaction, so together they are exactly the operations
+        // committed as of the snapshot, neither missing nor counting twice what a fold moves.
+        sql.begin('isolation level repeatable read read only', async (tx) => {
+          const folded = await usageByMonth(tx, actor.tenantId, months[0]!, months.at(-1)!)
+          const unfolded = await usageFeed.unfolded(tx, actor.tenantId, { from, to: nextMonth(to) })
+          return [...folded, ...usageOf(unfolded)]
+        }),
         deps.sources.keysInUse(actor.tenantId),
         deps.sources.secretsInUse(actor.tenantId),
         deps.sources.endUsers(actor.tenantId),
@@ -394,7 +399,7 @@ export function createBillingService(deps: {
           if (row.period !== period) continue
           const count = BigInt(row.count)
           total += count
-          if (row.kind in operations) operations[row.kind as keyof typeof operations] = Number(count)
+          if (row.kind in operations) operations[row.kind as keyof typeof operations] += Number(count)
         }
         return {
           period,

@@ -1,6 +1,9 @@
 import type { Queryable } from '../data/database.ts'
 
-/** billing_plans, subscriptions and usage_counters (migration 0016). Only the billing module touches them. */
+/**
+ * billing_plans, subscriptions (migration 0016) and usage_totals (0032). Only the billing module
+ * touches them. (usage_counters, the previous release's meter, is no longer read: 0032.)
+ */
 export interface PlanRow {
   id: string
   name: string
@@ -69,7 +72,7 @@ export async function setPlan(
   return row!
 }
 
-/** Operations per month and kind (the shards summed) for the months from `from` to `to` (YYYY-MM). */
+/** Operations folded per month and kind, for the months from `from` to `to` (YYYY-MM). */
 export async function usageByMonth(
   db: Queryable,
   tenantId: string,
@@ -77,30 +80,25 @@ export async function usageByMonth(
   to: string,
 ): Promise<Array<{ period: string; kind: string; count: string }>> {
   return db<Array<{ period: string; kind: string; count: string }>>`
-    SELECT period, kind, sum(count)::text AS count FROM usage_counters
+    SELECT period, kind, count::text AS count FROM usage_totals
     WHERE tenant_id = ${tenantId} AND period BETWEEN ${from} AND ${to}
-    GROUP BY period, kind ORDER BY period, kind`
+    ORDER BY period, kind`
 }
 
 /**
- * Folds the meter's rows: each (tenant, month, kind) with several rows becomes one row holding
- * their sum, for up to `groups` groups. Exact under concurrent writes and a second sweep: the
- * DELETE takes only the rows its snapshot sees (rows appended meanwhile stay as they are), and a
- * row another sweep deleted first is skipped, so no count is lost or taken twice.
+ * Adds folded operations to the totals (one row per tenant, month and kind in `rows`). Only the
+ * billing sweep writes here, in the transaction that moves its feed position (usage-meter.ts).
  */
-export async function foldUsageRows(db: Queryable, groups: number): Promise<number> {
-  const rows = await db`
-    WITH moved AS (
-      DELETE FROM usage_counters
-      WHERE (tenant_id, period, kind) IN (
-        SELECT tenant_id, period, kind FROM usage_counters
-        GROUP BY tenant_id, period, kind HAVING count(*) > 1 LIMIT ${groups})
-      RETURNING tenant_id, period, kind, count
-    )
-    INSERT INTO usage_counters (tenant_id, period, kind, count)
-    SELECT tenant_id, period, kind, sum(count) FROM moved GROUP BY tenant_id, period, kind
-    RETURNING tenant_id`
-  return rows.length
+export async function addUsage(
+  db: Queryable,
+  rows: ReadonlyArray<{ tenant_id: string; period: string; kind: string; count: number }>,
+): Promise<void> {
+  if (rows.length === 0) return
+  await db`
+    INSERT INTO usage_totals (tenant_id, period, kind, count)
+    SELECT tenant_id, period, kind, count
+    FROM jsonb_to_recordset(${db.json(rows as never)}::jsonb) AS u(tenant_id uuid, period text, kind text, count bigint)
+    ON CONFLICT (tenant_id, period, kind) DO UPDATE SET count = usage_totals.count + EXCLUDED.count`
 }
 
 export interface InvoiceRow {

@@ -6,7 +6,8 @@ import type { IntelligenceService } from './intelligence-service.ts'
 const SUGGESTION_BATCHES_PER_TICK = 20
 
 /**
- * - `key-use-fold-sweep` (maintenance): folds the key-use meter's rows;
+ * - `key-use-fold-sweep` (maintenance): folds the uses of keys audited since the last fold into
+ *   each key's last use (the audit feed: each use once, whichever sweep gets there);
  * - `tag-suggestion-sweep` (integrations: a language model may be slow): works on bulk
  *   tag-suggestion jobs, batch by batch, each batch committed with its progress under the job's
  *   lease. A failed batch is retried later (or fails its job): said as a warning (`logger`; a

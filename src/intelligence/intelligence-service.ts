@@ -10,11 +10,11 @@ import { isUuid } from '../platform/ids.ts'
 import { cutText } from '../platform/text.ts'
 import { assembleFindings, type Finding, insightCriteria } from './insights.ts'
 import {
+  addKeyUses,
   advanceJob,
   claimJob,
   decideSuggestions,
   failBatch,
-  foldKeyUse,
   getJob,
   getSuggestion,
   type InsightRows,
@@ -28,6 +28,7 @@ import {
   type SuggestionRow,
   tenantInsightQuery,
 } from './intelligence-store.ts'
+import { KEY_USE_FEED, keyUsesOf } from './key-use-meter.ts'
 import type { KeyFacts, TagEngine } from './tag-engine.ts'
 
 /** Spec section 8: bulk suggestions run in batches of 10 keys. */
@@ -135,7 +136,10 @@ export interface IntelligenceService {
    * retried later, up to MAX_BATCH_ATTEMPTS, then its job fails; the call goes on with others.
    */
   runJobs(options?: { maxBatches?: number }): Promise<{ batches: number; failed: number }>
-  /** The lifecycle sweep: folds the key-use meter's rows. */
+  /**
+   * The key-use sweep: folds the uses of keys audited since the last fold into key_last_use
+   * (key-use-meter.ts, through the audit feed); the number of (tenant, resource) uses folded.
+   */
   foldKeyUse(): Promise<number>
 }
 
@@ -147,6 +151,7 @@ export function createIntelligenceService(deps: {
   engine: TagEngine
 }): IntelligenceService {
   const { sql, clock, audit, directories } = deps
+  const keyUses = audit.feed.resourceUses(KEY_USE_FEED)
 
   const facts = (key: KeyView): KeyFacts => ({
     id: key.id,
@@ -211,10 +216,20 @@ export function createIntelligenceService(deps: {
     const now = clock.now()
     const criteria = insightCriteria(now)
     const rows = await shared(actor.tenantId, keyId, () =>
-      runInsightQuery(sql, { statementTimeoutMs: REPORT_STATEMENT_TIMEOUT_MS, tenantWide: !keyId }, (tx) =>
-        keyId
-          ? keyInsightQuery(tx, actor.tenantId, keyId, criteria)
-          : tenantInsightQuery(tx, actor.tenantId, criteria),
+      runInsightQuery(
+        sql,
+        { statementTimeoutMs: REPORT_STATEMENT_TIMEOUT_MS, tenantWide: !keyId },
+        async (tx) => {
+          // The uses not folded into key_last_use yet, in the report's snapshot.
+          const uses = await keyUses.unfolded(tx, actor.tenantId, keyId ? `key:${keyId}` : undefined)
+          const unfolded = keyUsesOf(uses).map((use) => ({
+            key_id: use.key_id,
+            attempted_at: use.attempted_at,
+          }))
+          return keyId
+            ? keyInsightQuery(tx, actor.tenantId, keyId, criteria, unfolded)
+            : tenantInsightQuery(tx, actor.tenantId, criteria, unfolded)
+        },
       ),
     )
     const findings = assembleFindings(rows)
@@ -455,7 +470,7 @@ export function createIntelligenceService(deps: {
       }
       return { batches, failed }
     },
-    foldKeyUse: () => foldKeyUse(sql),
+    foldKeyUse: () => keyUses.fold((tx, uses) => addKeyUses(tx, keyUsesOf(uses))),
   }
 }
 

@@ -1,31 +1,39 @@
 import type { Queryable, Sql } from '../data/database.ts'
 
 /**
- * key_use_events, key_last_use, tag_suggestions and tag_suggestion_jobs (migration 0022) and
+ * key_last_use, tag_suggestions and tag_suggestion_jobs (migration 0022) and
  * tag_suggestion_turns (0031): only the intelligence module touches them. Keys and rotation
  * policies are read through the module's read model, the view intelligence_key_facts (0031),
- * and nowhere else here. A key's last use is the later of its folded row and the events not
- * folded yet (`keyedKeys`).
+ * and nowhere else here. A key's last use is the later of its folded row and the uses the audit
+ * feed has not folded yet, which the caller reads in the same snapshot and passes in
+ * (`keyedKeys`). (key_use_events, the previous release's meter, is no longer read: 0032.)
  */
 
 /**
- * Folds the appended events into one row per key, in one statement: the rows it deletes are
- * exactly the rows it folds (the statement's snapshot), so a concurrent append is folded next time.
+ * Folds uses of keys (key-use-meter.ts) into one row per key, a later time winning: in the
+ * transaction that moves the feed's position, so each use is folded once, and folding one twice
+ * would change nothing anyway.
  */
-export async function foldKeyUse(db: Queryable): Promise<number> {
-  const rows = await db`
-    WITH moved AS (DELETE FROM key_use_events RETURNING *),
-    folded AS (
-      SELECT tenant_id, key_id, max(attempted_at) AS attempted_at, max(succeeded_at) AS succeeded_at
-      FROM moved GROUP BY tenant_id, key_id
-    )
+export async function addKeyUses(
+  db: Queryable,
+  uses: ReadonlyArray<{ tenant_id: string; key_id: string; attempted_at: Date; succeeded_at: Date | null }>,
+): Promise<void> {
+  if (uses.length === 0) return
+  await db`
     INSERT INTO key_last_use (tenant_id, key_id, last_attempt_at, last_success_at)
-    SELECT tenant_id, key_id, attempted_at, succeeded_at FROM folded
+    SELECT tenant_id, key_id, max(attempted_at), max(succeeded_at)
+    FROM jsonb_to_recordset(${db.json(uses as never)}::jsonb)
+      AS u(tenant_id uuid, key_id uuid, attempted_at timestamptz, succeeded_at timestamptz)
+    GROUP BY tenant_id, key_id
     ON CONFLICT (tenant_id, key_id) DO UPDATE SET
       last_attempt_at = GREATEST(key_last_use.last_attempt_at, EXCLUDED.last_attempt_at),
-      last_success_at = GREATEST(key_last_use.last_success_at, EXCLUDED.last_success_at)
-    RETURNING key_id`
-  return rows.length
+      last_success_at = GREATEST(key_last_use.last_success_at, EXCLUDED.last_success_at)`
+}
+
+/** A key's attempt not folded yet (the audit feed's), passed into the report statements. */
+export interface UnfoldedKeyUse {
+  key_id: string
+  attempted_at: Date
 }
 
 export interface SuggestionRow {
@@ -307,8 +315,17 @@ export const activeAt = (db: Queryable, alias: string, now: Date) =>
 export const expiredAt = (db: Queryable, alias: string, now: Date) =>
   db`(${live(db, alias)} AND ${db(alias)}.expires_at IS NOT NULL AND ${db(alias)}.expires_at <= ${now})`
 
-/** The keys examined with their last attempt and state: the tenant's, or one key. */
-function keyedKeys(db: Queryable, tenantId: string, keyId: string | null, now: Date) {
+/**
+ * The keys examined with their last attempt and state: the tenant's, or one key. `unfolded`: the
+ * attempts the audit feed has not folded into key_last_use yet, read in the same snapshot.
+ */
+function keyedKeys(
+  db: Queryable,
+  tenantId: string,
+  keyId: string | null,
+  now: Date,
+  unfolded: readonly UnfoldedKeyUse[],
+) {
   const one = (column: string) => (keyId ? db`AND ${db(column)} = ${keyId}` : db``)
   return db`
     SELECT f.id, f.name, f.description, f.key_type, f.algorithm, f.labels, f.created_at, f.expires_at,
@@ -319,7 +336,8 @@ function keyedKeys(db: Queryable, tenantId: string, keyId: string | null, now: D
       SELECT key_id, max(attempted_at) AS last_attempt_at FROM (
         SELECT key_id, last_attempt_at AS attempted_at FROM key_last_use WHERE tenant_id = ${tenantId} ${one('key_id')}
         UNION ALL
-        SELECT key_id, attempted_at FROM key_use_events WHERE tenant_id = ${tenantId} ${one('key_id')}
+        SELECT key_id, attempted_at FROM jsonb_to_recordset(${db.json(unfolded as never)}::jsonb)
+          AS e(key_id uuid, attempted_at timestamptz) WHERE true ${one('key_id')}
       ) uses GROUP BY key_id
     ) u ON u.key_id = f.id
     WHERE f.tenant_id = ${tenantId} ${keyId ? db`AND f.id = ${keyId}` : db``}`
@@ -361,9 +379,14 @@ function keyFindings(db: Queryable, c: InsightCriteria) {
  * The words are computed once per key (OFFSET 0 keeps the planner from inlining them into each
  * reference).
  */
-export function tenantInsightQuery(db: Queryable, tenantId: string, c: InsightCriteria) {
+export function tenantInsightQuery(
+  db: Queryable,
+  tenantId: string,
+  c: InsightCriteria,
+  unfolded: readonly UnfoldedKeyUse[] = [],
+) {
   return db<[{ examined: number; findings: InsightHitRow[]; groups: PurposeGroupRow[] }]>`
-    WITH keyed AS MATERIALIZED (${keyedKeys(db, tenantId, null, c.now)}),
+    WITH keyed AS MATERIALIZED (${keyedKeys(db, tenantId, null, c.now, unfolded)}),
     marks AS MATERIALIZED (
       SELECT k.id, k.key_type, k.algorithm, 'label:' || l AS mark
       FROM keyed k CROSS JOIN LATERAL unnest(k.labels) WITH ORDINALITY AS t(l, i)
@@ -420,9 +443,15 @@ export function tenantInsightQuery(db: Queryable, tenantId: string, c: InsightCr
  * stops at the first; a substring match prefilters the candidates before their words are
  * computed). Nothing is computed for the tenant's other keys.
  */
-export function keyInsightQuery(db: Queryable, tenantId: string, keyId: string, c: InsightCriteria) {
+export function keyInsightQuery(
+  db: Queryable,
+  tenantId: string,
+  keyId: string,
+  c: InsightCriteria,
+  unfolded: readonly UnfoldedKeyUse[] = [],
+) {
   return db<[{ examined: number; findings: InsightHitRow[]; groups: PurposeGroupRow[] }]>`
-    WITH keyed AS MATERIALIZED (${keyedKeys(db, tenantId, keyId, c.now)}),
+    WITH keyed AS MATERIALIZED (${keyedKeys(db, tenantId, keyId, c.now, unfolded)}),
     hits AS (
       ${keyFindings(db, c)}
       UNION ALL
@@ -469,13 +498,17 @@ export async function applyInsightSettings(
     set_config('enable_nestloop', ${options.tenantWide ? 'off' : 'on'}, true)`
 }
 
-/** Runs a report statement read-only, with applyInsightSettings. */
+/**
+ * Runs a report statement read-only, with applyInsightSettings, in one REPEATABLE READ snapshot:
+ * `query` may read the audit feed's uses not folded yet first (the snapshot key_last_use is read
+ * in, so a fold between the two reads neither hides nor repeats a use).
+ */
 export async function runInsightQuery(
   sql: Sql,
   options: { statementTimeoutMs: number; tenantWide: boolean },
-  query: (tx: Queryable) => ReturnType<typeof tenantInsightQuery>,
+  query: (tx: Queryable) => Promise<readonly unknown[]>,
 ): Promise<InsightRows> {
-  return sql.begin('read only', async (tx) => {
+  return sql.begin('isolation level repeatable read read only', async (tx) => {
     await applyInsightSettings(tx, options)
     const [row] = await query(tx)
     return row as InsightRows

@@ -22,7 +22,6 @@ import { type BearerAuthenticator, createBearerAuthenticator } from '../auth/bea
 import { type BillingService, createBillingService } from '../billing/billing-service.ts'
 import { billingModule } from '../billing/module.ts'
 import { stripeWebhook } from '../billing/payment-webhook.ts'
-import { usageMeter } from '../billing/usage-meter.ts'
 import { type CloudExportService, createCloudExportService } from '../cloud-export/cloud-export-service.ts'
 import { createExportableKeys } from '../cloud-export/exportable-keys.ts'
 import { cloudExportModule } from '../cloud-export/module.ts'
@@ -56,7 +55,6 @@ import {
 import { identityModule } from '../identity/module.ts'
 import { createBuiltinEngine } from '../intelligence/builtin-engine.ts'
 import { createIntelligenceService, type IntelligenceService } from '../intelligence/intelligence-service.ts'
-import { keyUseMeter } from '../intelligence/key-use-meter.ts'
 import { createModelEngine } from '../intelligence/model-engine.ts'
 import { intelligenceModule } from '../intelligence/module.ts'
 import { jobNamespace } from '../jobs/job-namespace.ts'
@@ -211,8 +209,8 @@ export async function createServices(
     // Four writes in flight while there is CPU to spare, one while the machine is saturated
     // (audit/write-concurrency.ts).
     maxConcurrentWrites: loadAwareWriteConcurrency({ idle: 4, busy: 1, threshold: 0.7, windowMs: 100 }),
-    // Billing's usage meter rides on every audit write (src/billing/usage-meter.ts).
-    companions: [usageMeter, keyUseMeter],
+    // It writes the records only: billing's usage and the keys' last use are folded from them by
+    // those modules' sweeps (the audit feed, src/audit/audit-feed.ts).
   })
   const jobQueue = createJobQueue({
     redisUrl: config.redisUrl,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { type ManualClock, manualClock } from '../helpers/manual-clock.ts'
-import { runCli, startTestService, type TestService } from '../helpers/service.ts'
+import { runCli, startTestService, type TestService, waitFor } from '../helpers/service.ts'
 import { consoleClient, memberSession } from '../helpers/sign-in.ts'
 
 const CONSOLE_REDIRECT = 'http://127.0.0.1:9/console'
@@ -19,7 +19,7 @@ function stripeDelivery(event: Record<string, unknown>, options: { secret?: stri
   return { body, signature: `t=${t},v1=${v1}` }
 }
 
-describe('billing: plans, subscription, and usage from the meter', () => {
+describe('billing: plans, subscription, and usage folded from the audit log', () => {
   let service: TestService
   let clock: ManualClock
 
@@ -33,6 +33,21 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     )
   })
   after(() => service.stop())
+
+  /** Runs the billing sweep's fold until it has folded every record written so far. */
+  async function foldUsage() {
+    const [last] = await service.sql<{ id: string }[]>`SELECT coalesce(max(id), 0)::text AS id FROM audit_log`
+    await waitFor(
+      async () => {
+        await service.api.services.billing.foldUsage()
+        const [cursor] = await service.sql<{ position: string }[]>`
+        SELECT position::text FROM audit_feed_cursors WHERE consumer = 'billing.usage'`
+        return BigInt(cursor!.position) >= BigInt(last!.id)
+      },
+      'the usage fold',
+      60_000,
+    )
+  }
 
   async function ok(method: string, path: string, key: string, body?: unknown, status = 200) {
     const result = await service.request(method, `/api/v1${path}`, {
@@ -136,19 +151,21 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     assert.deepEqual(usage.current, { keys: 3, secrets: 0, endUsers: 0 })
     assert.equal(usage.data[0].operationsQuota, 10_000)
 
-    // The meter agrees with the audit log it rides on (the independent count).
+    // The report agrees with an independent count over the audit log.
     const [audited] = await service.sql<{ total: string }[]>`
       SELECT sum(CASE WHEN action LIKE '%\\_batch' THEN (details->>'items')::int ELSE 1 END)::text AS total
       FROM audit_log WHERE tenant_id = ${tenantId} AND outcome = 'success' AND action LIKE 'crypto.%'`
     assert.equal(Number(audited!.total), usage.data[0].totalOperations)
 
-    // The sweep folds the meter's rows (one per audit write) into one per kind; the report is unchanged.
-    const rowsBefore = await service.sql`SELECT 1 FROM usage_counters WHERE tenant_id = ${tenantId}`
-    assert.ok(rowsBefore.length > Object.keys(expected).length, 'one row per audit write before folding')
-    await service.api.services.billing.foldUsage()
-    const rowsAfter = await service.sql`SELECT 1 FROM usage_counters WHERE tenant_id = ${tenantId}`
-    assert.equal(rowsAfter.length, Object.keys(expected).length)
+    // The report counted the records the billing sweep has not folded; the sweep folds them into
+    // one row per kind, and the report is unchanged.
+    const totals = () => service.sql`SELECT kind FROM usage_totals WHERE tenant_id = ${tenantId}`
+    assert.equal((await totals()).length, 0, 'nothing folded before the sweep')
+    await foldUsage()
+    assert.equal((await totals()).length, Object.keys(expected).length)
     assert.deepEqual((await ok('GET', '/billing/usage', key)).data, usage.data)
+    await foldUsage()
+    assert.deepEqual((await ok('GET', '/billing/usage', key)).data, usage.data, 'a second sweep adds nothing')
 
     // Another tenant's usage is its own.
     const other = await service.createTenant()
@@ -157,7 +174,7 @@ describe('billing: plans, subscription, and usage from the meter', () => {
   })
 
   test('folding while operations are written, by two sweeps at once, loses and doubles nothing', async () => {
-    const { key } = await service.createTenant()
+    const { key, tenantId } = await service.createTenant()
     const mac = (
       await ok('POST', '/keys', key, { name: 'mac', keyType: 'HMAC', algorithm: 'HMAC-SHA256' }, 201)
     ).id
@@ -178,11 +195,16 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     const usage = await ok('GET', '/billing/usage', key)
     assert.equal(usage.data[0].operations.mac, 200)
     assert.equal(usage.data[0].totalOperations, 200)
+    // Once every record is folded, the totals alone hold each operation once.
+    await foldUsage()
+    const [folded] = await service.sql<{ total: string }[]>`
+      SELECT sum(count)::text AS total FROM usage_totals WHERE tenant_id = ${tenantId}`
+    assert.equal(folded!.total, '200')
   })
 
   test('months: a range lists each month, oldest first; an operation is filed under its UTC month; bad ranges are 400', async () => {
     const { key, tenantId } = await service.createTenant()
-    // Audit records written with their own time, through the service's audit log (the meter rides on it).
+    // Audit records written with their own time, through the service's audit log (usage is folded from it).
     const audit = service.api.services.audit
     const operation = (occurredAt: string, action = 'crypto.encrypt', details?: Record<string, number>) =>
       audit.record({
@@ -208,6 +230,9 @@ describe('billing: plans, subscription, and usage from the meter', () => {
     )
     assert.equal(range.data[1].operations.sign, 1)
     assert.equal(range.data[2].operations.decrypt, 7)
+    // Folded, the same.
+    await foldUsage()
+    assert.deepEqual((await ok('GET', '/billing/usage?from=2026-09&to=2026-11', key)).data, range.data)
     const single = await ok('GET', '/billing/usage?from=2026-10', key)
     assert.deepEqual(
       single.data.map((m: { period: string }) => m.period),
