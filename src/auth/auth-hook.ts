@@ -102,7 +102,7 @@ const bearerOf = (request: AuthorizationRequest): string | undefined => {
 
 /** Partner credentials (src/partners): the partner an API key or a portal access token belongs to. */
 /** API keys (src/api-keys): the principal of a presented key, undefined when it is not a live key. */
-export interface ApiKeyAuthenticator {
+interface ApiKeyAuthenticator {
   authenticate(presented: string): Promise<ApiKeyPrincipal | undefined>
 }
 
@@ -196,7 +196,7 @@ export function createAuthorizer(deps: AuthorizationDeps): Authorize {
 }
 
 /** Why a route's declaration stops the start, or undefined (fail closed: deny by default). */
-export function flawOfRoute(routeName: string, declared: Access | undefined): string | undefined {
+function flawOfRoute(routeName: string, declared: Access | undefined): string | undefined {
   if (!declared) return `route ${routeName} declares no config.access (src/auth/access.ts)`
   const flaw = flawOfAccess(declared)
   return flaw ? `route ${routeName}: ${flaw} (src/auth/access.ts)` : undefined
