@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { applicationClient } from '../helpers/endusers.ts'
+import { Rng } from '../helpers/rng.ts'
 import { startTestService, type TestService } from '../helpers/service.ts'
 import { consoleClient, memberSession, signIn } from '../helpers/sign-in.ts'
 
@@ -48,55 +49,6 @@ function parseSeed(raw: string | undefined): number {
   const n = Number(raw)
   if (!Number.isInteger(n)) throw new Error(`FUZZ_SEED must be an integer, got ${raw}`)
   return n >>> 0
-}
-
-// ---------------------------------------------------------------------------------------------
-// Deterministic PRNG (mulberry32)
-
-class Rng {
-  private state: number
-  constructor(seed: number) {
-    this.state = seed >>> 0
-  }
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0
-    let t = this.state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  int(n: number): number {
-    return Math.floor(this.next() * n)
-  }
-  range(lo: number, hi: number): number {
-    return lo + this.int(hi - lo + 1)
-  }
-  chance(p: number): boolean {
-    return this.next() < p
-  }
-  pick<T>(items: readonly T[]): T {
-    if (items.length === 0) throw new Error('pick from an empty list')
-    return items[this.int(items.length)]!
-  }
-  fromAlphabet(length: number, alphabet: string): string {
-    let out = ''
-    for (let i = 0; i < length; i++) out += alphabet[this.int(alphabet.length)]
-    return out
-  }
-  /** Characters fetch can put in a header value: tab, printable ASCII, and 0x80-0xFF (sent as bytes). */
-  headerGarbage(length: number): string {
-    let out = ''
-    for (let i = 0; i < length; i++) {
-      const r = this.int(100)
-      const code = r < 3 ? 0x09 : r < 60 ? this.range(0x20, 0x7e) : this.range(0x80, 0xff)
-      out += String.fromCharCode(code)
-    }
-    return out
-  }
-  uuid(): string {
-    const hex = this.fromAlphabet(32, '0123456789abcdef')
-    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20)}`
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import { createLogger } from '../../src/platform/logger.ts'
 import { type ApiProcess, startApiProcess } from '../../src/server/api-process.ts'
 import { b64, unb64, uniqueName } from '../helpers/api-client.ts'
 import { has, type Sample, samples, total } from '../helpers/prometheus.ts'
+import { Rng } from '../helpers/rng.ts'
 import { startTestService, type TenantWithKey, type TestService } from '../helpers/service.ts'
 
 /**
@@ -340,47 +341,6 @@ function readBinaryBatch(bytes: Buffer): BatchItem[] {
   }
   assert.equal(at, bytes.length, 'the binary batch answer ends after its last item')
   return items
-}
-
-// ---------------------------------------------------------------------------------------------
-// Deterministic PRNG (mulberry32) for the fuzz
-
-class Rng {
-  private state: number
-  constructor(seed: number) {
-    this.state = seed >>> 0
-  }
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0
-    let t = this.state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  int(n: number): number {
-    return Math.floor(this.next() * n)
-  }
-  chance(p: number): boolean {
-    return this.next() < p
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)]!
-  }
-  bytes(n: number): Buffer {
-    const out = Buffer.alloc(n)
-    for (let i = 0; i < n; i++) out[i] = this.int(256)
-    return out
-  }
-  uuid(): string {
-    const hex = this.bytes(16).toString('hex')
-    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20)}`
-  }
-  unicode(n: number): string {
-    const pool = ['a', 'é', '€', '😀', '\u0000', '\ud800', '\udfff', '\u202e', '"', '\\', '\n', '\uffff', ' ']
-    let out = ''
-    for (let i = 0; i < n; i++) out += this.pick(pool)
-    return out
-  }
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
