@@ -1884,3 +1884,14 @@ describe('the data plane answers alike through the node and fastify adapters', (
 function randomBytesOf(rng: Rng, n: number): Buffer {
   return rng.bytes(n)
 }
+
+test('KMS_DATA_PLANE: auto is the node adapter; anything else but node or fastify stops the start, naming why', () => {
+  assert.equal(loadConfig({}).dataPlane, 'node')
+  assert.equal(loadConfig({ KMS_DATA_PLANE: 'auto' }).dataPlane, 'node')
+  assert.equal(loadConfig({ KMS_DATA_PLANE: 'fastify' }).dataPlane, 'fastify')
+  assert.throws(
+    () => loadConfig({ KMS_DATA_PLANE: 'uws' }),
+    /must be one of: auto, node, fastify.*uWebSockets\.js/,
+  )
+  assert.throws(() => loadConfig({ KMS_DATA_PLANE: 'express' }), /KMS_DATA_PLANE must be one of/)
+})
