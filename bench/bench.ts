@@ -42,10 +42,12 @@ import { type CeilingResult, measureCeiling } from './lib/ceiling.ts'
 import { type Floor, startFloor } from './lib/floor.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'
 import {
+  type Answer,
   auditTotals,
   type CpuPerRequest,
   checkAudit,
   cpuMeter,
+  type FloorMeasured,
   maxOf,
   mb,
   measureFloor,
@@ -67,6 +69,7 @@ import {
 } from './lib/report.ts'
 import {
   ACCEPTANCE_CONNECTIONS,
+  type PreparedScenario,
   SCENARIOS,
   type Scenario,
   SWEEP_CONNECTIONS,
@@ -195,6 +198,20 @@ const floorRunOf = (scenario: Scenario, options: Options) => ({
   warmSeconds: options.quick ? 1 : 2,
 })
 
+/** The floor's run for a scenario at its own connections, with the warm-up rates it chose by. */
+async function scenarioFloor(
+  floors: readonly Floor[],
+  scenario: Scenario,
+  prepared: PreparedScenario,
+  answers: readonly Answer[],
+  apiKey: string,
+  options: Options,
+): Promise<FloorMeasured> {
+  const floor = await measureFloor(floors, scenario, prepared, answers, apiKey, floorRunOf(scenario, options))
+  if (floor.warmRates) log(`    floor warm-up req/s by process count: ${floor.warmRates}`)
+  return floor
+}
+
 async function runScenario(
   svc: ServiceUnderTest,
   floors: readonly Floor[],
@@ -242,15 +259,7 @@ async function runScenario(
     scenario.itemsPerRequest,
   )
   // The floor runs while the service idles: the same cycle, connections and amount sizing.
-  const floor = await measureFloor(
-    floors,
-    scenario,
-    prepared,
-    answers,
-    tenant.apiKey,
-    floorRunOf(scenario, options),
-  )
-  if (floor.warmRates) log(`    floor warm-up req/s by process count: ${floor.warmRates}`)
+  const floor = await scenarioFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
 
   const itemsPerSecond = load.requestsPerSecond * scenario.itemsPerRequest
   const floorItemsPerSecond = floor.load.requestsPerSecond * scenario.itemsPerRequest
@@ -306,15 +315,7 @@ async function runFloorOnly(
   const prepared = await scenario.prepare(setupApi(svc.baseUrl, tenant))
   const answers = await probeAnswers(svc.baseUrl, tenant.apiKey, prepared.cycle)
   const ceiling = await measureCeiling(scenario.ceiling!, { durationMs: options.quick ? 800 : 3000 })
-  const floor = await measureFloor(
-    floors,
-    scenario,
-    prepared,
-    answers,
-    tenant.apiKey,
-    floorRunOf(scenario, options),
-  )
-  if (floor.warmRates) log(`    floor warm-up req/s by process count: ${floor.warmRates}`)
+  const floor = await scenarioFloor(floors, scenario, prepared, answers, tenant.apiKey, options)
   const items = floor.load.requestsPerSecond * scenario.itemsPerRequest
   log(
     `  ${scenario.id}: floor ${Math.round(items)} items/s = ${((items / ceiling.opsPerSecond) * 100).toFixed(0)}% of ${Math.round(ceiling.opsPerSecond)} (${floor.processes} process${floor.processes > 1 ? 'es' : ''}), floor ${floor.floorUs.toFixed(0)} µs/req`,
