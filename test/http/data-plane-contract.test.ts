@@ -1608,7 +1608,7 @@ describe('the data plane answers alike through the node and fastify adapters', (
       },
       {
         path: `${API}/keys/${enc}/wrap`,
-        body: () => ({ plaintext: b64(randomBytesOf(rng, 32)), context: 'w' }),
+        body: () => ({ plaintext: b64(rng.bytes(32)), context: 'w' }),
         volatile: true,
       },
       {
@@ -1652,11 +1652,7 @@ describe('the data plane answers alike through the node and fastify adapters', (
           set(structuredClone(rng.pick(scalars)))
           break
         case 3:
-          set(
-            rng.chance(0.5)
-              ? 'A'.repeat(rng.int(900_000) + 1000)
-              : b64(randomBytesOf(rng, rng.int(600_000) + 100)),
-          )
+          set(rng.chance(0.5) ? 'A'.repeat(rng.int(900_000) + 1000) : b64(rng.bytes(rng.int(600_000) + 100)))
           break
         case 4:
           set(nested(rng.int(300) + 2, rng.chance(0.5)))
@@ -1689,7 +1685,7 @@ describe('the data plane answers alike through the node and fastify adapters', (
     function mutateText(text: string): Buffer {
       switch (rng.int(8)) {
         case 0:
-          return randomBytesOf(rng, rng.int(2000))
+          return rng.bytes(rng.int(2000))
         case 1:
           return Buffer.from(text.slice(0, rng.int(text.length)))
         case 2:
@@ -1880,10 +1876,6 @@ describe('the data plane answers alike through the node and fastify adapters', (
     for (const n of notes) t.diagnostic(`NOTE: ${n}`)
   })
 })
-
-function randomBytesOf(rng: Rng, n: number): Buffer {
-  return rng.bytes(n)
-}
 
 test('KMS_DATA_PLANE: auto is the node adapter; anything else but node or fastify stops the start, naming why', () => {
   assert.equal(loadConfig({}).dataPlane, 'node')
