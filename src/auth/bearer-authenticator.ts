@@ -16,6 +16,8 @@ export interface AccessTokenVerifier {
 /** Implemented by the team module: the member's role in the tenant as it is now. */
 export interface MembershipRoles {
   roleOf(tenantId: string, accountId: string): Promise<TenantRole | undefined>
+  /** Every tenant the account is a member of, oldest membership first. */
+  tenantsOf(accountId: string): Promise<Array<{ tenantId: string; role: TenantRole }>>
 }
 
 export interface BearerAuthenticator {

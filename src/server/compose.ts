@@ -27,6 +27,9 @@ import { createExportableKeys } from '../cloud-export/exportable-keys.ts'
 import { cloudExportModule } from '../cloud-export/module.ts'
 import { CLOUD_ADAPTERS } from '../cloud-export/providers/registry.ts'
 import type { Config } from '../config.ts'
+import { CONSOLE_DIST } from '../console/console-build.ts'
+import { loadConsoleFiles } from '../console/console-files.ts'
+import { consoleModule } from '../console/module.ts'
 import { type BatchService, createBatchService } from '../crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from '../crypto/crypto-service.ts'
 import { createKeyObjectCache } from '../crypto/key-object-cache.ts'
@@ -562,6 +565,7 @@ export async function createServices(
     billingModule({ billing }),
     partnersModule({ partners, limits: { redis, prefix: config.redisPrefix } }),
     signupModule({ signups, limit: signupLimit, ...pages }),
+    consoleModule({ files: loadConsoleFiles(CONSOLE_DIST) }),
   ]
 
   return {

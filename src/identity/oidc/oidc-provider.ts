@@ -334,8 +334,14 @@ async function build(
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
     },
     // `roles` (an application's roles the end-user holds) and `amr` (how the person signed in:
-    // pwd, otp, sms, mfa) come with openid: in the ID token too.
-    claims: { openid: ['sub', 'roles', 'amr'], email: ['email', 'email_verified'], profile: ['name'] },
+    // pwd, otp, sms, mfa) come with openid: in the ID token too. `kms_tenants` (the console's
+    // only: the tenants the member belongs to) lets the console, signed in without a tenant,
+    // learn which `urn:kms:tenant:<id>` to ask for (docs/console.md "Signing in").
+    claims: {
+      openid: ['sub', 'roles', 'amr', 'kms_tenants'],
+      email: ['email', 'email_verified'],
+      profile: ['name'],
+    },
     conformIdTokenClaims: false,
     extraClientMetadata: { properties: [CLIENT_TENANT, CLIENT_APPLICATION] },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'api'],
@@ -460,6 +466,9 @@ async function build(
           ...(account.displayName ? { name: account.displayName } : {}),
           ...(client && !isServiceClient(client.clientId)
             ? { roles: (await rolesFor(deps, client, account.id)) ?? [] }
+            : {}),
+          ...(client?.clientId === CONSOLE_CLIENT_ID
+            ? { kms_tenants: (await deps.memberships.tenantsOf(account.id)).map((m) => m.tenantId) }
             : {}),
         }),
       }
