@@ -5,6 +5,15 @@ COPY package.json package-lock.json ./
 # The image already has Node 24; the `node` package's install script need not fetch another.
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
 
+# The web console (console/): built here with its dev dependencies; only its static files go on.
+FROM node:24-slim AS console
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY console ./console
+COPY src/console/console-build.ts ./src/console/
+COPY scripts/console-build.ts ./scripts/
+RUN npm ci --ignore-scripts --no-audit --no-fund && node scripts/console-build.ts
+
 FROM node:24-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KMS_DATA_DIR=/var/lib/kms
 WORKDIR /app
@@ -14,6 +23,8 @@ COPY --from=deps /app/node_modules ./node_modules
 # test/server/dockerfile.test.ts checks that every source exists and that these files are copied.
 COPY package.json ./
 COPY src ./src
+# The console's built files, served at /console/ (src/console/console-files.ts reads them at start).
+COPY --from=console /app/console/dist ./console/dist
 RUN mkdir -p /var/lib/kms && chown node:node /var/lib/kms
 # The data directory (the bootstrap key file; the embedded database when DATABASE_URL is unset) outlives
 # the container. Declared after the chown: a build step's change to a declared volume is discarded.

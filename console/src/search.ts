@@ -4,10 +4,10 @@
  * values (anything else is dropped, never an error page).
  */
 
-export const text = (value: unknown, max = 200): string | undefined =>
+const text = (value: unknown, max = 200): string | undefined =>
   typeof value === 'string' && value.length > 0 && value.length <= max ? value : undefined
 
-export const positive = (value: unknown): number | undefined => {
+const positive = (value: unknown): number | undefined => {
   const number = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : Number.NaN
   return Number.isInteger(number) && number >= 1 && number <= 100_000 ? number : undefined
 }
@@ -15,7 +15,7 @@ export const positive = (value: unknown): number | undefined => {
 export const oneOf = <T extends string>(allowed: readonly T[], value: unknown): T | undefined =>
   typeof value === 'string' && (allowed as readonly string[]).includes(value) ? (value as T) : undefined
 
-export const texts = (value: unknown, max = 20): string[] | undefined => {
+const texts = (value: unknown, max = 20): string[] | undefined => {
   const list = Array.isArray(value) ? value : typeof value === 'string' ? [value] : []
   const kept = list.filter(
     (item): item is string => typeof item === 'string' && item.length > 0 && item.length <= 200,

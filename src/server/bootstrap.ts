@@ -140,7 +140,8 @@ export async function prepareDatabase(
       '',
       ...(created.ownerCreated
         ? [
-            ' Its owner, who signs in through the OpenID provider (docs/identity.md):',
+            ' Its owner, who signs in to the console (/console/, docs/console.md) through the',
+            ' OpenID provider (docs/identity.md):',
             `   e-mail:   ${ownerEmail}`,
             `   password: ${ownerPassword}`,
             ' Change it with `npm run kms -- reset-member-password`.',

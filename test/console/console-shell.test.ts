@@ -123,6 +123,20 @@ describe('console shell', () => {
     assert.equal(await page.locator('.tenant-id code').textContent(), mine.tenantId)
   })
 
+  test('a callback the console did not start (a forged or replayed code) is refused without a token request', async () => {
+    const page = await h.newPage()
+    const tokenRequests: string[] = []
+    page.on('request', (request) => {
+      if (request.url().includes('/oidc/token')) tokenRequests.push(request.url())
+    })
+    await page.goto(
+      `${h.service.baseUrl}/console/callback?code=stolen-code&state=forged&iss=${encodeURIComponent(h.service.baseUrl)}`,
+    )
+    await page.waitForSelector('text=Sign-in did not complete')
+    assert.match((await page.locator('[role=alert]').textContent()) ?? '', /state_mismatch/)
+    assert.deepEqual(tokenRequests, [])
+  })
+
   test('no Content Security Policy refusal and no uncaught error on any page', () => {
     assert.deepEqual(h.violations, [])
   })

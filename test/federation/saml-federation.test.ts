@@ -234,6 +234,9 @@ describe('SAML federation: certificate checks, SP metadata, sign-in through an I
     const userinfo = await oidc.fetchUserInfo(client.config, tokens.access_token, claims.sub)
     assert.equal(userinfo.email, email)
     assert.equal(userinfo.name, 'Ada Federated')
+    // The console's claim of a member's tenants is never an application's.
+    assert.equal(userinfo['kms_tenants'], undefined)
+    assert.equal(claims['kms_tenants'], undefined)
     const user = await service.request('GET', `/api/v1/endusers/${claims.sub}`, { key: tenant.key })
     assert.equal(user.status, 200, user.text)
     assert.equal(user.body.source, 'federation')

@@ -54,6 +54,8 @@ describe('OpenID provider: authorization code with PKCE (openid-client)', () => 
     const userinfo = await oidc.fetchUserInfo(client.config, tokens.access_token, account!.id)
     assert.equal(userinfo.email, email)
     assert.equal(userinfo.name, 'Ada')
+    // Signed in without a tenant, the console learns the person's tenants here: none yet.
+    assert.deepEqual(userinfo['kms_tenants'], [])
 
     const refreshed = await oidc.refreshTokenGrant(client.config, tokens.refresh_token)
     assert.ok(refreshed.access_token)
@@ -153,6 +155,27 @@ describe('OpenID provider: authorization code with PKCE (openid-client)', () => 
       ).status,
       401,
     )
+  })
+
+  test("the console's userinfo names every tenant the member belongs to (kms_tenants), oldest first, and no other", async () => {
+    const person = 'grace@example.com'
+    const secret = 'grace password long enough'
+    const account = await service.api.services.accounts.createTeamAccount({ email: person, password: secret })
+    const first = await service.createTenant()
+    const second = await service.createTenant()
+    const notMine = await service.createTenant()
+    for (const [tenantId, role] of [
+      [first.tenantId, 'tenant:viewer'],
+      [second.tenantId, 'tenant:owner'],
+    ] as const)
+      await service.api.services.team.addMember(
+        { tenantId, actor: 'test', requestId: null, clientIp: null },
+        { accountId: account.id, role },
+      )
+    const { tokens } = await signIn(service.baseUrl, client, { email: person, password: secret })
+    const userinfo = await oidc.fetchUserInfo(client.config, tokens.access_token, account.id)
+    assert.deepEqual(userinfo['kms_tenants'], [first.tenantId, second.tenantId])
+    assert.ok(!(userinfo['kms_tenants'] as string[]).includes(notMine.tenantId))
   })
 
   test('a tenant the person is not a member of: the authorization ends in access_denied', async () => {

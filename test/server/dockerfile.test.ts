@@ -120,7 +120,13 @@ describe('Dockerfile', () => {
 
   test('no source file reads a path from disk that this test does not know about', () => {
     // A new `import.meta.dirname`/`import.meta.url` use means a new file read at run time: add it above.
-    const known = new Set(['src/crypto-pool/crypto-pool.ts', 'src/data/migrations.ts', 'src/version.ts'])
+    const known = new Set([
+      'src/crypto-pool/crypto-pool.ts',
+      'src/data/migrations.ts',
+      'src/version.ts',
+      // console/dist, beside src: the next test.
+      'src/console/console-build.ts',
+    ])
     const readers = filesUnder('src').filter(
       (f) =>
         f.endsWith('.ts') &&
@@ -130,5 +136,30 @@ describe('Dockerfile', () => {
       readers.filter((f) => !known.has(f)),
       [],
     )
+  })
+
+  test("the console's built files (console/dist) come from a stage that builds them", () => {
+    const stages = dockerfile
+    const final = stages.at(-1)!
+    const copy = final.find(
+      (i) => i.keyword === 'COPY' && i.flags['from'] !== undefined && i.args.at(-1) === './console/dist',
+    )
+    assert.ok(copy, 'the final stage copies console/dist from a build stage')
+    const app = workdirOfFinalStage()
+    assert.equal(
+      posix.resolve(app, './console/dist'),
+      '/app/console/dist',
+      'beside /app/src, as CONSOLE_DIST says',
+    )
+    const builder = stages.find((stage) =>
+      stage.some((i) => i.keyword === 'FROM' && i.args.at(-1) === copy.flags['from']),
+    )
+    assert.ok(builder, `the stage ${copy.flags['from']} exists`)
+    const runs = builder.filter((i) => i.keyword === 'RUN').map((i) => i.args.join(' '))
+    assert.ok(
+      runs.some((line) => line.includes('npm ci') && line.includes('node scripts/console-build.ts')),
+      runs.join('\n'),
+    )
+    assert.equal(copy.args[0], '/app/console/dist', 'the folder the build writes')
   })
 })

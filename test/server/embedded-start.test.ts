@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { httpRequest, REDIS_URL, spawnService } from '../helpers/service.ts'
+import { buildConsole } from '../../src/console/console-build.ts'
+import { httpRequest, PROJECT_ROOT, REDIS_URL, spawnService } from '../helpers/service.ts'
 
 /** `npm start` on a fresh machine: no DATABASE_URL, no master key, nothing configured. */
 test('a start with no configuration runs the embedded database, bootstraps a key into a file, never the log, and keeps data', async () => {
@@ -18,6 +19,10 @@ test('a start with no configuration runs the embedded database, bootstraps a key
     REDIS_URL,
     KMS_REDIS_PREFIX: `embedded-${process.pid}:`,
   }
+  // `npm start` builds the console first (when its sources changed), then starts the service.
+  const start = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts.start as string
+  assert.equal(start, 'node scripts/console-build.ts && node src/main.ts')
+  await buildConsole()
   const first = await spawnService(env)
   let key: string
   try {
@@ -25,6 +30,9 @@ test('a start with no configuration runs the embedded database, bootstraps a key
     assert.equal(health.status, 200)
     assert.equal(health.body.status, 'ok')
     assert.equal(health.body.database.status, 'up')
+    const consolePage = await fetch(new URL('/console/', first.baseUrl))
+    assert.equal(consolePage.status, 200)
+    assert.match(await consolePage.text(), /<div id="root"><\/div>/)
 
     // The key is handed over in a file only its owner reads, named by the log; the log (not a
     // terminal here) never carries it.

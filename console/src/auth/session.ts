@@ -7,7 +7,7 @@
  * round trip and removed when the code comes back.
  */
 
-export const CLIENT_ID = 'kms-console'
+const CLIENT_ID = 'kms-console'
 const SCOPE = 'openid email profile api'
 const PENDING_KEY = 'kms-console.pending'
 /** The tenant used last (an id, not a secret): a reload or a new tab opens it again. */
@@ -54,8 +54,8 @@ let current: Session | undefined
 let renewing: Promise<Session> | undefined
 
 const origin = () => window.location.origin
-export const redirectUri = () => `${origin()}/console/callback`
-export const tenantResource = (tenantId: string) => `urn:kms:tenant:${tenantId}`
+const redirectUri = () => `${origin()}/console/callback`
+const tenantResource = (tenantId: string) => `urn:kms:tenant:${tenantId}`
 export const isTenantId = (value: unknown): value is string =>
   typeof value === 'string' && TENANT_ID.test(value)
 

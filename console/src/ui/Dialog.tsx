@@ -8,6 +8,8 @@ import { Button } from './Button.tsx'
  */
 export function DialogButton(props: {
   label: string
+  /** The trigger's accessible name when its visible label is not enough (a row's "Revoke"). */
+  accessibleLabel?: string
   title: string
   variant?: 'primary' | 'secondary' | 'danger' | 'quiet'
   disabledReason?: string | undefined
@@ -16,7 +18,11 @@ export function DialogButton(props: {
 }) {
   return (
     <DialogTrigger>
-      <Button variant={props.variant ?? 'secondary'} disabledReason={props.disabledReason}>
+      <Button
+        variant={props.variant ?? 'secondary'}
+        disabledReason={props.disabledReason}
+        aria-label={props.accessibleLabel}
+      >
         {props.label}
       </Button>
       <ModalOverlay className="modal-overlay" isDismissable={props.isDismissable ?? true}>
@@ -24,7 +30,9 @@ export function DialogButton(props: {
           <Dialog className="dialog">
             {({ close }) => (
               <>
-                <Heading slot="title">{props.title}</Heading>
+                <Heading slot="title" level={2}>
+                  {props.title}
+                </Heading>
                 {props.children(close)}
               </>
             )}

@@ -4,7 +4,7 @@ import { CopyButton } from './CopyButton.tsx'
 const shellQuote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`
 
 /** The curl line for the same API call; the token is never in it (`$KMS_TOKEN`). */
-export function curlLine(method: string, path: string, body?: unknown): string {
+function curlLine(method: string, path: string, body?: unknown): string {
   const parts = [
     'curl',
     ...(method === 'GET' ? [] : ['-X', method]),
