@@ -25,20 +25,20 @@ interface FieldProps {
   name?: string
 }
 
-export function TextInput(
-  props: FieldProps & {
-    value: string
-    onChange(value: string): void
-    onBlur?(): void
-    type?: 'text' | 'password' | 'email' | 'search' | 'date' | 'datetime-local' | 'number'
-    placeholder?: string
-    autoComplete?: string
-    maxLength?: number
-    multiline?: boolean
-    rows?: number
-    className?: string
-  },
-) {
+export type TextInputProps = FieldProps & {
+  value: string
+  onChange(value: string): void
+  onBlur?(): void
+  type?: 'text' | 'password' | 'email' | 'search' | 'date' | 'datetime-local' | 'number'
+  placeholder?: string
+  autoComplete?: string
+  maxLength?: number
+  multiline?: boolean
+  rows?: number
+  className?: string
+}
+
+export function TextInput(props: TextInputProps) {
   return (
     <TextField
       className={`field${props.className ? ` ${props.className}` : ''}`}

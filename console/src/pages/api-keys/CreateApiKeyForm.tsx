@@ -5,7 +5,8 @@ import { useWorkspace } from '../../auth/workspace.tsx'
 import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { CheckboxInput, type Option, SelectInput, TextInput } from '../../ui/Field.tsx'
+import { CheckboxInput, type Option, SelectInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import { Loading } from '../../ui/Page.tsx'
 import { SCOPE_GROUPS, type Scope } from './scopes.ts'
 
@@ -112,22 +113,14 @@ function Form(props: { maxDays: number | null; onCreated(key: CreatedApiKey): vo
       noValidate
       onSubmit={handleSubmit((submitted) => create.mutate(bodyOf(submitted)))}
     >
-      <Controller
+      <FormTextInput
         control={control}
         name="name"
         rules={{ validate: (name) => (name.trim().length > 0 ? true : 'Give the key a name') }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Name"
-            description="A label to recognise the key by, such as the program that uses it (ci-deploy)."
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            isRequired
-            maxLength={200}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="Name"
+        description="A label to recognise the key by, such as the program that uses it (ci-deploy)."
+        isRequired
+        maxLength={200}
       />
       <div className="row">
         <Controller
@@ -148,7 +141,7 @@ function Form(props: { maxDays: number | null; onCreated(key: CreatedApiKey): vo
           )}
         />
         {values.expiry === 'date' && (
-          <Controller
+          <FormTextInput
             control={control}
             name="date"
             rules={{
@@ -159,18 +152,10 @@ function Form(props: { maxDays: number | null; onCreated(key: CreatedApiKey): vo
                 return true
               },
             }}
-            render={({ field, fieldState }) => (
-              <TextInput
-                label="Expiry date"
-                type="date"
-                description={latest ? `At the latest ${latest}.` : 'The key works until the end of that day.'}
-                value={field.value}
-                onChange={field.onChange}
-                onBlur={field.onBlur}
-                isRequired
-                error={fieldState.error?.message}
-              />
-            )}
+            label="Expiry date"
+            type="date"
+            description={latest ? `At the latest ${latest}.` : 'The key works until the end of that day.'}
+            isRequired
           />
         )}
       </div>

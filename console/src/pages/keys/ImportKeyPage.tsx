@@ -8,7 +8,7 @@ import { needsScope, useWorkspace } from '../../auth/workspace.tsx'
 import { ErrorAlert, Notice } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { TextInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import { PageHeader } from '../../ui/Page.tsx'
 import {
   emptyKeyForm,
@@ -158,26 +158,18 @@ export function ImportKeyPage() {
           />
         )}
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="material"
         rules={{ validate: (_, form) => parseMaterial(form).problem ?? true }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Private key"
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            multiline
-            rows={8}
-            isRequired
-            placeholder={format.placeholder}
-            error={fieldState.error?.message}
-            autoComplete="off"
-            className="keys-material"
-            description="Paste it here or load it from a file. It is sent only to this service, over this connection."
-          />
-        )}
+        label="Private key"
+        multiline
+        rows={8}
+        isRequired
+        placeholder={format.placeholder}
+        autoComplete="off"
+        className="keys-material"
+        description="Paste it here or load it from a file. It is sent only to this service, over this connection."
       />
       <div className="row">
         <FileTrigger
@@ -189,21 +181,13 @@ export function ImportKeyPage() {
         {loaded && <span className="muted">{loaded}</span>}
       </div>
       {takesPassword(values.format) && (
-        <Controller
+        <FormTextInput
           control={control}
           name="password"
-          render={({ field, fieldState }) => (
-            <TextInput
-              label="Password"
-              type="password"
-              value={field.value}
-              onChange={field.onChange}
-              onBlur={field.onBlur}
-              autoComplete="off"
-              error={fieldState.error?.message}
-              description="Only for an encrypted PKCS#8 key (ENCRYPTED PRIVATE KEY); leave empty otherwise."
-            />
-          )}
+          label="Password"
+          type="password"
+          autoComplete="off"
+          description="Only for an encrypted PKCS#8 key (ENCRYPTED PRIVATE KEY); leave empty otherwise."
         />
       )}
     </section>

@@ -10,7 +10,7 @@ import { Button } from '../../ui/Button.tsx'
 import { CopyButton } from '../../ui/CopyButton.tsx'
 import { DialogButton } from '../../ui/Dialog.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { TextInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import { Empty, Loading, PageHeader } from '../../ui/Page.tsx'
 import { ExportPrivateSection } from './ExportPrivateSection.tsx'
 import { ConfirmBody, LifecycleSection, useKeyChange, useNotice, useWriteBlock } from './key-actions.tsx'
@@ -108,35 +108,21 @@ function EditDetails(props: { keyRecord: Key; close(): void; onDone(message: str
         }),
       )}
     >
-      <Controller
+      <FormTextInput
         control={control}
         name="name"
         rules={{ validate: (name) => (name.trim() ? true : 'A key needs a name') }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Name"
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            error={fieldState.error?.message}
-            isRequired
-            maxLength={200}
-          />
-        )}
+        label="Name"
+        isRequired
+        maxLength={200}
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="description"
-        render={({ field }) => (
-          <TextInput
-            label="Description"
-            value={field.value}
-            onChange={field.onChange}
-            multiline
-            rows={2}
-            maxLength={1000}
-          />
-        )}
+        label="Description"
+        multiline
+        rows={2}
+        maxLength={1000}
       />
       <Controller
         control={control}

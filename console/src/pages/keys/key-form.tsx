@@ -4,7 +4,8 @@ import { Checkbox } from 'react-aria-components'
 import { type Control, Controller, type UseFormSetValue, useWatch } from 'react-hook-form'
 import type { Schemas } from '../../api/client.ts'
 import { needsScope, useWorkspace } from '../../auth/workspace.tsx'
-import { SelectInput, TextInput } from '../../ui/Field.tsx'
+import { SelectInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import { ExpiryField, LabelsField } from './keys-fields.tsx'
 import {
   type Algorithm,
@@ -112,7 +113,7 @@ export function KeyAttributeFields(props: {
     <>
       <section className="section keys-section stack" aria-labelledby="keys-form-basics">
         <h2 id="keys-form-basics">Key</h2>
-        <Controller
+        <FormTextInput
           control={control}
           name="name"
           rules={{
@@ -123,34 +124,19 @@ export function KeyAttributeFields(props: {
               return true
             },
           }}
-          render={({ field, fieldState }) => (
-            <TextInput
-              label="Name"
-              value={field.value}
-              onChange={field.onChange}
-              onBlur={field.onBlur}
-              error={fieldState.error?.message}
-              isRequired
-              maxLength={200}
-              description="Unique within the tenant, e.g. orders-encryption."
-            />
-          )}
+          label="Name"
+          isRequired
+          maxLength={200}
+          description="Unique within the tenant, e.g. orders-encryption."
         />
-        <Controller
+        <FormTextInput
           control={control}
           name="description"
-          render={({ field }) => (
-            <TextInput
-              label="Description"
-              value={field.value}
-              onChange={field.onChange}
-              onBlur={field.onBlur}
-              multiline
-              rows={2}
-              maxLength={1000}
-              description="Optional: what the key protects, who uses it."
-            />
-          )}
+          label="Description"
+          multiline
+          rows={2}
+          maxLength={1000}
+          description="Optional: what the key protects, who uses it."
         />
         <div className="row">
           <Controller

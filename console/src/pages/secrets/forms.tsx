@@ -6,6 +6,7 @@ import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
 import { CheckboxInput, SelectInput, TextInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import {
   type Folder,
   folderOptions,
@@ -84,23 +85,15 @@ export function CreateSecretForm(props: {
       aria-label="New secret"
       onSubmit={handleSubmit((submitted) => create.mutate(createBody(submitted, true)))}
     >
-      <Controller
+      <FormTextInput
         control={control}
         name="name"
         rules={{
           validate: (name) => name.trim() !== '' || 'Give the secret a name',
           maxLength: { value: 200, message: 'At most 200 characters' },
         }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Name"
-            description="Unique within its folder, e.g. orders-db-password."
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="Name"
+        description="Unique within its folder, e.g. orders-db-password."
       />
       <Controller
         control={control}
@@ -129,47 +122,28 @@ export function CreateSecretForm(props: {
           />
         )}
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="description"
-        render={({ field }) => (
-          <TextInput
-            label="Description (optional)"
-            description="Stored in clear and searchable: never put the secret here."
-            value={field.value}
-            onChange={field.onChange}
-          />
-        )}
+        label="Description (optional)"
+        description="Stored in clear and searchable: never put the secret here."
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="labels"
         rules={{ validate: labelsRule }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Labels (optional)"
-            description="Separated by commas, e.g. prod, database."
-            value={field.value}
-            onChange={field.onChange}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="Labels (optional)"
+        description="Separated by commas, e.g. prod, database."
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="notes"
-        render={({ field }) => (
-          <TextInput
-            label="Notes (optional)"
-            description="Sealed at rest like the value."
-            multiline
-            rows={2}
-            value={field.value}
-            onChange={field.onChange}
-          />
-        )}
+        label="Notes (optional)"
+        description="Sealed at rest like the value."
+        multiline
+        rows={2}
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="totp"
         rules={{
@@ -179,17 +153,10 @@ export function CreateSecretForm(props: {
             /^[A-Za-z2-7= -]+$/.test(seed.trim()) ||
             'A Base32 seed (letters A–Z, digits 2–7) or an otpauth:// URI',
         }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="One-time code seed (optional)"
-            description="A TOTP seed (Base32) or otpauth:// URI: the console then shows the current code. The seed is never shown again."
-            type={shown ? 'text' : 'password'}
-            autoComplete="off"
-            value={field.value}
-            onChange={field.onChange}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="One-time code seed (optional)"
+        description="A TOTP seed (Base32) or otpauth:// URI: the console then shows the current code. The seed is never shown again."
+        type={shown ? 'text' : 'password'}
+        autoComplete="off"
       />
       <ErrorAlert error={create.error} title="The secret was not created" />
       <div className="row">
@@ -331,34 +298,20 @@ export function EditSecretForm(props: { secret: Secret; onSaved(): void; onCance
         if (Object.keys(request).length > 0) save.mutate(request)
       })}
     >
-      <Controller
+      <FormTextInput
         control={control}
         name="name"
         rules={{
           validate: (name) => name.trim() !== '' || 'A secret needs a name',
           maxLength: { value: 200, message: 'At most 200 characters' },
         }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Name"
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="Name"
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="description"
-        render={({ field }) => (
-          <TextInput
-            label="Description"
-            description="Stored in clear and searchable."
-            value={field.value}
-            onChange={field.onChange}
-          />
-        )}
+        label="Description"
+        description="Stored in clear and searchable."
       />
       <Controller
         control={control}
@@ -372,19 +325,12 @@ export function EditSecretForm(props: { secret: Secret; onSaved(): void; onCance
           />
         )}
       />
-      <Controller
+      <FormTextInput
         control={control}
         name="labels"
         rules={{ validate: labelsRule }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="Labels"
-            description="Separated by commas."
-            value={field.value}
-            onChange={field.onChange}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="Labels"
+        description="Separated by commas."
       />
       <Controller
         control={control}

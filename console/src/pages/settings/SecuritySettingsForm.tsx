@@ -6,6 +6,7 @@ import { ErrorAlert, Notice } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
 import { CheckboxInput, TextInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 import {
   BOUNDS,
   changedLabels,
@@ -105,21 +106,13 @@ export function SecuritySettingsForm({ settings }: { settings: SecuritySettings 
           characters or more.
         </p>
         <div className="row settings-row">
-          <Controller
+          <FormTextInput
             control={control}
             name="minLength"
             rules={{ validate: within(BOUNDS.minLength) }}
-            render={({ field, fieldState }) => (
-              <TextInput
-                label="Minimum length"
-                type="number"
-                description="8 to 128 characters."
-                value={field.value}
-                onChange={field.onChange}
-                onBlur={field.onBlur}
-                error={fieldState.error?.message}
-              />
-            )}
+            label="Minimum length"
+            type="number"
+            description="8 to 128 characters."
           />
           <fieldset className="settings-flags">
             <legend>A password must contain</legend>
@@ -178,24 +171,16 @@ export function SecuritySettingsForm({ settings }: { settings: SecuritySettings 
             )}
           />
           {values.limitApiKeys && (
-            <Controller
+            <FormTextInput
               control={control}
               name="maxLifetimeDays"
               rules={{
                 validate: (text, all) => (all.limitApiKeys ? within(BOUNDS.maxLifetimeDays)(text) : true),
               }}
-              render={({ field, fieldState }) => (
-                <TextInput
-                  label="Longest lifetime (days)"
-                  type="number"
-                  className="settings-number"
-                  description="1 to 3650. New keys must expire within it; existing keys keep their expiry."
-                  value={field.value}
-                  onChange={field.onChange}
-                  onBlur={field.onBlur}
-                  error={fieldState.error?.message}
-                />
-              )}
+              label="Longest lifetime (days)"
+              type="number"
+              className="settings-number"
+              description="1 to 3650. New keys must expire within it; existing keys keep their expiry."
             />
           )}
         </div>

@@ -5,7 +5,8 @@ import type { Role } from '../../auth/workspace.tsx'
 import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { type Option, SelectInput, TextInput } from '../../ui/Field.tsx'
+import { type Option, SelectInput } from '../../ui/Field.tsx'
+import { FormTextInput } from '../../ui/FormFields.tsx'
 
 interface Values {
   email: string
@@ -44,7 +45,7 @@ export function InviteForm(props: {
       <p className="muted admin-help">
         They receive an e-mail with a link that works once, for 7 days, to join this tenant.
       </p>
-      <Controller
+      <FormTextInput
         control={control}
         name="email"
         rules={{
@@ -53,19 +54,11 @@ export function InviteForm(props: {
               ? true
               : 'Enter an e-mail address, such as ada@example.com',
         }}
-        render={({ field, fieldState }) => (
-          <TextInput
-            label="E-mail address"
-            type="email"
-            autoComplete="off"
-            value={field.value}
-            onChange={field.onChange}
-            onBlur={field.onBlur}
-            isRequired
-            maxLength={254}
-            error={fieldState.error?.message}
-          />
-        )}
+        label="E-mail address"
+        type="email"
+        autoComplete="off"
+        isRequired
+        maxLength={254}
       />
       <Controller
         control={control}
