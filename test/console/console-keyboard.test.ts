@@ -5,7 +5,8 @@ import { type ConsoleHarness, startConsoleHarness } from '../helpers/console.ts'
 
 /**
  * One flow end to end with the keyboard only (issue 34, acceptance 2): sign in, create an
- * ML-KEM-768 key with the 90-day preset, rotate it, encrypt and decrypt text in "Try it". No
+ * ML-KEM-768 key with the 90-day preset, rotate it, encrypt and decrypt text in "Try it", find
+ * the rotation in the audit log. No
  * click, no mouse: every step is Tab, Shift+Tab, arrows, typing, Enter or Space, and the page
  * counts pointer events to prove none happened.
  */
@@ -55,9 +56,9 @@ describe('the console with the keyboard only', () => {
     await h?.stop()
   })
 
-  test('sign in, create an ML-KEM-768 key with the 90-day preset, rotate it, encrypt and decrypt in Try it', async () => {
+  test('sign in, create an ML-KEM-768 key with the 90-day preset, rotate it, encrypt and decrypt in Try it, find the rotation in the audit log', async () => {
     const tenant = await h.service.createTenant()
-    const person = await h.member(tenant.tenantId, 'tenant:developer')
+    const person = await h.member(tenant.tenantId, 'tenant:admin')
     const page = await h.newPage()
     await page.addInitScript(
       "window.__pointerEvents = 0; for (const type of ['pointerdown', 'mousedown', 'click']) addEventListener(type, (e) => { if (e.isTrusted && (e.pointerType === 'mouse' || e.detail > 0)) window.__pointerEvents++ }, true)",
@@ -136,6 +137,21 @@ describe('the console with the keyboard only', () => {
     await page.keyboard.press('Enter')
     await page.getByText(/Decrypted with key version 2/).waitFor()
     assert.equal(await page.locator('pre.try-output code').last().textContent(), 'typed without a mouse')
+
+    // The audit log, filtered to the rotation just made: the person's own record of it.
+    await tabTo(page, /^Audit log$/, { back: true })
+    await Promise.all([page.waitForURL(/\/console\/audit/), page.keyboard.press('Enter')])
+    await tabTo(page, /^Action/, { role: 'input' })
+    await page.keyboard.type('keys.rotate')
+    await Promise.all([
+      page.waitForURL((url) => url.searchParams.get('action') === 'keys.rotate'),
+      page.keyboard.press('Enter'),
+    ])
+    const rows = page.locator('table tbody tr')
+    await rows.filter({ hasText: keyId }).first().waitFor()
+    const actions = await rows.locator('td:nth-child(3)').allTextContents()
+    assert.deepEqual([...new Set(actions.map((text) => text.trim()))], ['keys.rotate'])
+    assert.equal(actions.length, 1, 'one rotation in this tenant')
 
     assert.equal(await page.evaluate('window.__pointerEvents'), 0, 'no pointer event on the console page')
     // The effect, through the API.
