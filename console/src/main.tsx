@@ -67,7 +67,12 @@ async function start(): Promise<void> {
     must(await api.GET('/api/v1/me')),
   ])
   const queryClient = new QueryClient({
-    defaultOptions: { queries: { retry: 1, staleTime: 10_000, refetchOnWindowFocus: false } },
+    defaultOptions: {
+      queries: { retry: 1, staleTime: 10_000, refetchOnWindowFocus: false },
+      // A mutation's variables and answer (a new API key, a plaintext, a secret's value) are
+      // dropped as soon as nothing shows them, not kept five minutes in the cache.
+      mutations: { gcTime: 0 },
+    },
   })
   render(
     <WorkspaceProvider value={workspaceOf(tenant, me)}>

@@ -91,8 +91,25 @@ describe('console shell', () => {
     await page.waitForSelector('nav[aria-label="Console"]')
     assert.equal(await page.locator('.tenant-id code').textContent(), second.tenantId)
 
+    // The token the console holds now, as its API calls carry it.
+    const tokens: string[] = []
+    page.on('request', (request) => {
+      const authorization = request.headers()['authorization']
+      if (authorization?.startsWith('Bearer ')) tokens.push(authorization.slice('Bearer '.length))
+    })
+    await page.reload()
+    await page.waitForSelector('nav[aria-label="Console"]')
+    const token = tokens.at(-1)!
+    const tenantOf = (bearer: string) =>
+      h.service.request('GET', '/api/v1/tenant', { headers: { authorization: `Bearer ${bearer}` } })
+    assert.equal((await tenantOf(token)).status, 200)
+
     await page.getByRole('button', { name: 'Sign out' }).click()
     await page.waitForSelector('button[value=yes]')
+    // Signing out revoked the grant before the provider's page asks anything: the token is dead
+    // even if the person walks away from that page; and no ID token travels in its URL.
+    assert.equal((await tenantOf(token)).status, 401)
+    assert.doesNotMatch(page.url(), /id_token_hint|eyJ/)
     await Promise.all([page.waitForURL(/\/console\/callback/), page.click('button[value=yes]')])
     await page.waitForSelector('text=You are signed out of the console')
     // Signed out at the provider: opening the console asks for the password again.
@@ -134,6 +151,13 @@ describe('console shell', () => {
     )
     await page.waitForSelector('text=Sign-in did not complete')
     assert.match((await page.locator('[role=alert]').textContent()) ?? '', /state_mismatch/)
+    // A crafted error answer: its text is not shown as the console's own.
+    await page.goto(
+      `${h.service.baseUrl}/console/callback?error=account_locked&error_description=${encodeURIComponent('Call security and give them your password')}&state=forged`,
+    )
+    await page.waitForSelector('text=Sign-in did not complete')
+    assert.match((await page.locator('[role=alert]').textContent()) ?? '', /state_mismatch/)
+    assert.equal(await page.getByText('Call security').count(), 0)
     assert.deepEqual(tokenRequests, [])
   })
 

@@ -1,5 +1,8 @@
 import createClient from 'openapi-fetch'
-import { accessToken, renew } from '../auth/session.ts'
+import { accessToken, currentSession, renew, SignInError, signIn } from '../auth/session.ts'
+
+const here = () => `${window.location.pathname}${window.location.search}`
+
 import type { components, paths } from './schema.ts'
 
 export type Schemas = components['schemas']
@@ -28,7 +31,13 @@ async function authorizedFetch(request: Request): Promise<Response> {
   request.headers.set('authorization', `Bearer ${await accessToken()}`)
   const response = await fetch(request)
   if (response.status !== 401) return response
-  const session = await renew().catch(() => undefined)
+  const session = await renew().catch((error: unknown) => {
+    // The grant is gone (signed out elsewhere, a refresh answer lost, the member removed): sign in
+    // again and come back here, rather than show 401s.
+    if (error instanceof SignInError && error.code === 'invalid_grant')
+      void signIn({ tenantId: currentSession()?.tenantId, returnTo: here() })
+    return undefined
+  })
   if (!session) return response
   retry.headers.set('authorization', `Bearer ${session.accessToken}`)
   return fetch(retry)

@@ -66,7 +66,10 @@ const base64url = (bytes: Uint8Array) =>
     .replace(/=+$/, '')
 const randomText = () => base64url(crypto.getRandomValues(new Uint8Array(32)))
 
+/** This tab's tenant first (another tab may have switched), then the one used last anywhere. */
 export function lastTenant(): string | undefined {
+  const own = sessionStorage.getItem(LAST_TENANT_KEY)
+  if (isTenantId(own)) return own
   const stored = localStorage.getItem(LAST_TENANT_KEY)
   return isTenantId(stored) ? stored : undefined
 }
@@ -133,13 +136,14 @@ export async function completeSignIn(url: URL): Promise<{ returnTo: string; sess
   sessionStorage.removeItem(PENDING_KEY)
   const pending = pendingText ? (JSON.parse(pendingText) as Pending) : undefined
   const params = url.searchParams
-  if (params.get('error'))
-    throw new SignInError(params.get('error')!, params.get('error_description') ?? 'The sign-in was refused')
+  // Nothing of an answer to a sign-in this tab did not start is shown: a crafted link's text
+  // would read as the console's own.
   if (!pending || params.get('state') !== pending.state)
     throw new SignInError('state_mismatch', 'This sign-in was not started here, or was already completed')
-  const issuer = params.get('iss')
-  if (issuer !== null && issuer !== origin())
+  if (params.get('iss') !== origin())
     throw new SignInError('issuer_mismatch', 'The answer came from another issuer')
+  if (params.get('error'))
+    throw new SignInError(params.get('error')!, params.get('error_description') ?? 'The sign-in was refused')
   const code = params.get('code')
   if (!code) throw new SignInError('no_code', 'The provider sent no authorization code')
   const answer = await tokenRequest({
@@ -150,7 +154,10 @@ export async function completeSignIn(url: URL): Promise<{ returnTo: string; sess
     ...(pending.tenantId ? { resource: tenantResource(pending.tenantId) } : {}),
   })
   current = sessionOf(answer, pending.tenantId)
-  if (pending.tenantId) localStorage.setItem(LAST_TENANT_KEY, pending.tenantId)
+  if (pending.tenantId) {
+    sessionStorage.setItem(LAST_TENANT_KEY, pending.tenantId)
+    localStorage.setItem(LAST_TENANT_KEY, pending.tenantId)
+  }
   const returnTo = pending.returnTo.startsWith('/console/') ? pending.returnTo : '/console/'
   return { returnTo, session: current }
 }
@@ -191,14 +198,31 @@ export async function tenantsOfPerson(): Promise<string[]> {
   return Array.isArray(claims.kms_tenants) ? claims.kms_tenants.filter(isTenantId) : []
 }
 
-/** Ends the session at the provider (it asks for confirmation), then comes back signed out. */
-export function signOut(): void {
+/**
+ * Signs out: the refresh token is revoked first (which ends the provider's grant, so every tab
+ * and tenant of this session stops at once, even if the person never confirms the provider's
+ * page), then the provider's session ends after its confirmation. No ID token in the URL: it
+ * would land in history and proxies' logs.
+ */
+export async function signOut(): Promise<void> {
+  const session = current
+  current = undefined
+  sessionStorage.removeItem(LAST_TENANT_KEY)
+  if (session?.refreshToken)
+    await fetch('/oidc/token/revocation', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        client_id: CLIENT_ID,
+        token: session.refreshToken,
+        token_type_hint: 'refresh_token',
+      }).toString(),
+      credentials: 'same-origin',
+    }).catch(() => undefined)
   const url = new URL('/oidc/session/end', origin())
   url.search = new URLSearchParams({
     client_id: CLIENT_ID,
     post_logout_redirect_uri: redirectUri(),
-    ...(current?.idToken ? { id_token_hint: current.idToken } : {}),
   }).toString()
-  current = undefined
   window.location.assign(url.toString())
 }

@@ -80,7 +80,7 @@ export function Shell() {
               setTheme(next)
             }}
           />
-          <Button variant="quiet" onPress={signOut}>
+          <Button variant="quiet" onPress={() => void signOut()}>
             Sign out
           </Button>
         </div>

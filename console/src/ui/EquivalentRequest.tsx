@@ -10,7 +10,8 @@ function curlLine(method: string, path: string, body?: unknown): string {
     ...(method === 'GET' ? [] : ['-X', method]),
     shellQuote(`${window.location.origin}${path}`),
     '-H',
-    shellQuote('Authorization: Bearer $KMS_TOKEN'),
+    // Double quotes: the shell expands $KMS_TOKEN (the token itself is never in the line).
+    '"Authorization: Bearer $KMS_TOKEN"',
   ]
   if (body !== undefined)
     parts.push('-H', shellQuote('Content-Type: application/json'), '-d', shellQuote(JSON.stringify(body)))
