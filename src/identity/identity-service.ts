@@ -191,6 +191,7 @@ export function createIdentity(
   })
   const oidc = createOidcRuntime({
     sql: deps.sql,
+    clock: deps.clock,
     config: deps.config,
     masterKeys: deps.masterKeys,
     signingKeys: core.signingKeys,

@@ -14,6 +14,7 @@ import type { LoginPanel } from '../../branding/login-panel.ts'
 import type { IdentityConfig } from '../../config.ts'
 import type { Sql } from '../../data/database.ts'
 import type { MasterKeyring } from '../../keyring/master-key.ts'
+import type { Clock } from '../../platform/clock.ts'
 import type { TenantService } from '../../tenants/tenant-service.ts'
 import type { PageSettings } from '../../web/layout.ts'
 import { type AccountService, PARTNER_REALM, TEAM_REALM, tenantRealm } from '../accounts/account-service.ts'
@@ -163,6 +164,8 @@ export interface SessionPolicy {
 
 export interface OidcDeps {
   sql: Sql
+  /** Now, for the tenants' session lifetimes (the provider keeps its own time otherwise). */
+  clock: Clock
   config: IdentityConfig
   masterKeys: MasterKeyring
   signingKeys: SigningKeys
@@ -508,7 +511,16 @@ async function build(
 export const GATE_REASON = 'authorization_gate'
 
 /**
- * The login prompt also asks when the session's account is not of the client's realm, and when
+ * Reason of the login prompt when the session's sign-in is older than a tenant's session lifetime
+ * (`sessionLifetimes.refreshTokenSeconds`): a refresh token cannot outlive it, and neither may a
+ * silent authorization on the provider's (longer) session, or a reload of the console would
+ * renew a session the tenant wants ended. The password is asked again.
+ */
+const SESSION_LIFETIME_REASON = 'tenant_session_lifetime'
+
+/**
+ * The login prompt also asks when the session's account is not of the client's realm, when the
+ * sign-in is older than a tenant of the authorization allows, and when
  * the gate does not allow this authorization with the session as it is: a factor the client,
  * tenant or application requires is missing, a policy denies or awaits approval, the member or
  * end-user may not enter. The sign-in page then asks for what is missing or says why not.
@@ -521,6 +533,32 @@ function loginPolicy(deps: OidcDeps) {
       ctx.oidc.session?.accountId && !ctx.oidc.account
         ? interactionPolicy.Check.REQUEST_PROMPT
         : interactionPolicy.Check.NO_NEED_TO_PROMPT,
+    ),
+  )
+  login.checks.add(
+    new interactionPolicy.Check(
+      SESSION_LIFETIME_REASON,
+      'The sign-in is older than a tenant of this authorization allows',
+      'login_required',
+      async (ctx) => {
+        const { session, client } = ctx.oidc
+        const signedInAt = session?.authTime()
+        if (!session?.accountId || !client || typeof signedInAt !== 'number')
+          return interactionPolicy.Check.NO_NEED_TO_PROMPT
+        const target = await authorizationTarget(deps.clients, client.clientId, ctx.oidc.params?.['resource'])
+        const tenantIds =
+          target?.kind === 'console'
+            ? target.tenantIds
+            : target?.kind === 'application'
+              ? [target.application.tenantId]
+              : []
+        const age = deps.clock.now().getTime() / 1000 - signedInAt
+        for (const tenantId of tenantIds) {
+          const lifetime = await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId)
+          if (lifetime !== undefined && age > lifetime) return interactionPolicy.Check.REQUEST_PROMPT
+        }
+        return interactionPolicy.Check.NO_NEED_TO_PROMPT
+      },
     ),
   )
   login.checks.add(
