@@ -84,10 +84,12 @@ export function SecretValueInput(props: {
           autoComplete="off"
         />
       ) : (
+        // Masked by the stylesheet, not type="password": browsers offer to save a password
+        // field's value as this site's login, and a secret is no login.
         <TextInput
           label={props.label}
-          type="password"
-          autoComplete="new-password"
+          className="secrets-masked"
+          autoComplete="off"
           value={props.value}
           onChange={props.onChange}
           error={props.error}
