@@ -4,8 +4,14 @@
  * values (anything else is dropped, never an error page).
  */
 
-const text = (value: unknown, max = 200): string | undefined =>
-  typeof value === 'string' && value.length > 0 && value.length <= max ? value : undefined
+/**
+ * A text parameter. The router reads search values as JSON, so a hand-typed `?actor=12345678`
+ * arrives as a number: it is kept as its text (the console's own links quote such values).
+ */
+const text = (value: unknown, max = 200): string | undefined => {
+  const given = typeof value === 'number' && Number.isFinite(value) ? String(value) : value
+  return typeof given === 'string' && given.length > 0 && given.length <= max ? given : undefined
+}
 
 const positive = (value: unknown): number | undefined => {
   const number = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : Number.NaN
