@@ -10,7 +10,6 @@ FROM node:24-slim AS console
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY console ./console
-COPY src/console/console-build.ts ./src/console/
 COPY scripts/console-build.ts ./scripts/
 RUN npm ci --ignore-scripts --no-audit --no-fund && node scripts/console-build.ts
 

@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { extname, join, relative, sep } from 'node:path'
 
+/** Where `npm run console:build` (scripts/console-build.ts) writes the console's production build. */
+export const CONSOLE_DIST = join(import.meta.dirname, '..', '..', 'console', 'dist')
+
 /**
  * The console's built files (console/dist, made by `npm run console:build`), read once at start:
  * a few hundred kilobytes, served from memory. Paths are the files' own, relative to the folder,

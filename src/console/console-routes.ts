@@ -66,7 +66,7 @@ export function consoleRoutes(deps: { files: ConsoleFiles }): FastifyPluginAsync
           .send(NOT_BUILT)
       return sendFile(request, reply, index, REVALIDATE)
     }
-    app.get('/console', (_request, reply) => reply.redirect('/console/', 308))
+    app.get('/console', { schema: { hide: true } }, (_request, reply) => reply.redirect('/console/', 308))
     app.get('/console/*', { schema: { hide: true } }, serve)
   }
 }

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { gzipSync } from 'node:zlib'
-import { buildConsole } from '../../src/console/console-build.ts'
+import { buildConsole } from '../../scripts/console-build.ts'
 import { CONSOLE_SCREENSHOTS } from '../helpers/console.ts'
 import { PROJECT_ROOT } from '../helpers/service.ts'
 

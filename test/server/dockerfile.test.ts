@@ -125,7 +125,7 @@ describe('Dockerfile', () => {
       'src/data/migrations.ts',
       'src/version.ts',
       // console/dist, beside src: the next test.
-      'src/console/console-build.ts',
+      'src/console/console-files.ts',
     ])
     const readers = filesUnder('src').filter(
       (f) =>

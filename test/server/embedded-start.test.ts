@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { buildConsole } from '../../src/console/console-build.ts'
+import { buildConsole } from '../../scripts/console-build.ts'
 import { httpRequest, PROJECT_ROOT, REDIS_URL, spawnService } from '../helpers/service.ts'
 
 /** `npm start` on a fresh machine: no DATABASE_URL, no master key, nothing configured. */
