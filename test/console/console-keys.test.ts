@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test'
 import type { Download, Page } from 'playwright-core'
 import {
   assertAccessible,
+  assertOffsetBetween,
   type ConsoleHarness,
   type ConsoleMember,
   screenshotBothThemes,
@@ -14,7 +15,6 @@ import { waitFor } from '../helpers/service.ts'
 
 const DAY_MS = 24 * 60 * 60 * 1000
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
-const isoDay = (time: number) => new Date(time).toISOString().slice(0, 10)
 
 /** axe in the light and the dark theme (the theme a person picks), then the theme as it was. */
 async function accessibleInBothThemes(page: Page, what: string): Promise<void> {
@@ -119,20 +119,26 @@ describe('console keys', () => {
     await labels.fill('orders')
     await labels.press('Enter')
     await page.getByRole('button', { name: 'Remove orders' }).waitFor()
+    const chosen = { before: Date.now(), after: 0 }
     await choose(page, 'Expiry', '90 days')
-    const expected = isoDay(Date.now() + 90 * DAY_MS)
     await page.getByText(`Expires on`).waitFor()
     // The equivalent request shows what the form sends.
     await page.getByText('Equivalent request', { exact: true }).click()
     const curl = (await page.locator('.equivalent-request pre').textContent()) ?? ''
     assert.match(curl, /-X POST '.*\/api\/v1\/keys'/)
     assert.match(curl, /"name":"orders-encryption","keyType":"Encryption","algorithm":"ML-KEM-768"/)
-    assert.match(curl, new RegExp(`"expiresAt":"${expected}T`))
+    // The form computed the expiry when the preset was chosen: 90 days after that moment.
+    chosen.after = Date.now()
+    const shown = /"expiresAt":"([^"]+)"/.exec(curl)?.[1]
+    assert.ok(shown, 'the request carries expiresAt')
+    assertOffsetBetween(shown, 90 * DAY_MS, chosen, 'the expiry in the equivalent request')
     await accessibleInBothThemes(page, 'the create form')
     await screenshotBothThemes(page, 'keys-create')
 
+    const submitted = { before: Date.now(), after: 0 }
     await page.getByRole('button', { name: 'Create key' }).click()
     await page.waitForURL(new RegExp(`/console/keys/${UUID}$`))
+    submitted.after = Date.now()
     created.id = /\/keys\/([0-9a-f-]{36})$/.exec(page.url())![1]!
     await page.getByRole('heading', { level: 1, name: created.name }).waitFor()
     await page.getByRole('status').filter({ hasText: 'Key orders-encryption created' }).waitFor()
@@ -142,9 +148,12 @@ describe('console keys', () => {
     assert.equal(key.description, 'Encrypts order exports')
     assert.deepEqual(key.labels, ['orders'])
     assert.equal(key.exportable, false)
-    assert.ok(
-      [expected, isoDay(Date.now() + 90 * DAY_MS)].includes(key.expiresAt.slice(0, 10)),
-      `expiresAt ${key.expiresAt} is 90 days ahead`,
+    // Computed by the form at the preset's choice or at the submit (whichever it used last).
+    assertOffsetBetween(
+      key.expiresAt,
+      90 * DAY_MS,
+      { before: chosen.before, after: submitted.after },
+      'expiresAt',
     )
 
     // The list: the new key is there; the algorithm filter goes into the URL and survives a reload.
@@ -288,12 +297,13 @@ describe('console keys', () => {
     await waiting.fill('7')
     await assertAccessible(page, 'the deletion dialog')
     await screenshotBothThemes(page, 'keys-delete-dialog')
+    const scheduling = { before: Date.now(), after: 0 }
     await deletion.getByRole('button', { name: 'Schedule deletion' }).click()
     await page.getByRole('status').filter({ hasText: 'Deletion scheduled' }).waitFor()
+    scheduling.after = Date.now()
     const pending = await api('GET', `/api/v1/keys/${created.id}`)
     assert.equal(pending.state, 'Pending Deletion')
-    const days = (Date.parse(pending.scheduledDeletionDate) - Date.now()) / DAY_MS
-    assert.ok(days > 6.9 && days <= 7, `deletion in 7 days, not ${days}`)
+    assertOffsetBetween(pending.scheduledDeletionDate, 7 * DAY_MS, scheduling, 'the deletion date')
     await page.getByText('Scheduled for destruction on').waitFor()
     await page.getByRole('button', { name: 'Cancel deletion' }).click()
     await page.getByRole('status').filter({ hasText: 'Deletion cancelled' }).waitFor()

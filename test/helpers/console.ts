@@ -163,3 +163,21 @@ export async function screenshotBothThemes(page: Page, name: string): Promise<st
   )
   return paths
 }
+
+/**
+ * Asserts that the instant `at` is `offsetMs` after some moment between `before` and `after`
+ * (test clock readings taken around the action that fixed it): an ordering bound that holds
+ * however slow the machine is, instead of "about N days from now".
+ */
+export function assertOffsetBetween(
+  at: string,
+  offsetMs: number,
+  window: { before: number; after: number },
+  what: string,
+): void {
+  const time = Date.parse(at)
+  assert.ok(
+    time >= window.before + offsetMs && time <= window.after + offsetMs,
+    `${what}: ${at} is not ${offsetMs} ms after a moment between ${new Date(window.before).toISOString()} and ${new Date(window.after).toISOString()}`,
+  )
+}
