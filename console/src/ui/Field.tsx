@@ -71,14 +71,14 @@ export interface Option {
   description?: string
 }
 
-export function SelectInput(
-  props: FieldProps & {
-    options: readonly Option[]
-    value: string | null
-    onChange(value: string): void
-    placeholder?: string
-  },
-) {
+export type SelectInputProps = FieldProps & {
+  options: readonly Option[]
+  value: string | null
+  onChange(value: string): void
+  placeholder?: string
+}
+
+export function SelectInput(props: SelectInputProps) {
   return (
     <Select
       className="field"

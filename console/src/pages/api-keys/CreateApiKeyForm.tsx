@@ -5,8 +5,8 @@ import { useWorkspace } from '../../auth/workspace.tsx'
 import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { CheckboxInput, type Option, SelectInput } from '../../ui/Field.tsx'
-import { FormTextInput } from '../../ui/FormFields.tsx'
+import { CheckboxInput, type Option } from '../../ui/Field.tsx'
+import { FormSelectInput, FormTextInput } from '../../ui/FormFields.tsx'
 import { Loading } from '../../ui/Page.tsx'
 import { SCOPE_GROUPS, type Scope } from './scopes.ts'
 
@@ -123,22 +123,16 @@ function Form(props: { maxDays: number | null; onCreated(key: CreatedApiKey): vo
         maxLength={200}
       />
       <div className="row">
-        <Controller
+        <FormSelectInput
           control={control}
           name="expiry"
-          render={({ field }) => (
-            <SelectInput
-              label="Expires"
-              description={
-                props.maxDays === null
-                  ? 'After this the key stops working.'
-                  : `The tenant's API-key policy: keys live at most ${props.maxDays} days.`
-              }
-              options={options}
-              value={field.value}
-              onChange={field.onChange}
-            />
-          )}
+          label="Expires"
+          description={
+            props.maxDays === null
+              ? 'After this the key stops working.'
+              : `The tenant's API-key policy: keys live at most ${props.maxDays} days.`
+          }
+          options={options}
         />
         {values.expiry === 'date' && (
           <FormTextInput

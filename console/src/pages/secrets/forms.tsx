@@ -6,7 +6,7 @@ import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
 import { CheckboxInput, SelectInput, TextInput } from '../../ui/Field.tsx'
-import { FormTextInput } from '../../ui/FormFields.tsx'
+import { FormSelectInput, FormTextInput } from '../../ui/FormFields.tsx'
 import {
   type Folder,
   folderOptions,
@@ -110,17 +110,11 @@ export function CreateSecretForm(props: {
           />
         )}
       />
-      <Controller
+      <FormSelectInput
         control={control}
         name="folderId"
-        render={({ field }) => (
-          <SelectInput
-            label="Folder"
-            value={field.value}
-            options={folderOptions(folders.data)}
-            onChange={field.onChange}
-          />
-        )}
+        label="Folder"
+        options={folderOptions(folders.data)}
       />
       <FormTextInput
         control={control}
@@ -313,17 +307,11 @@ export function EditSecretForm(props: { secret: Secret; onSaved(): void; onCance
         label="Description"
         description="Stored in clear and searchable."
       />
-      <Controller
+      <FormSelectInput
         control={control}
         name="folderId"
-        render={({ field }) => (
-          <SelectInput
-            label="Folder"
-            value={field.value}
-            options={folderOptions(folders.data)}
-            onChange={field.onChange}
-          />
-        )}
+        label="Folder"
+        options={folderOptions(folders.data)}
       />
       <FormTextInput
         control={control}

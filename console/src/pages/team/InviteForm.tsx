@@ -1,12 +1,12 @@
 import { useMutation, useQueryClient } from '@tanstack/react-query'
-import { Controller, useForm } from 'react-hook-form'
+import { useForm } from 'react-hook-form'
 import { api, must, type Schemas } from '../../api/client.ts'
 import type { Role } from '../../auth/workspace.tsx'
 import { ErrorAlert } from '../../ui/Alert.tsx'
 import { Button } from '../../ui/Button.tsx'
 import { EquivalentRequest } from '../../ui/EquivalentRequest.tsx'
-import { type Option, SelectInput } from '../../ui/Field.tsx'
-import { FormTextInput } from '../../ui/FormFields.tsx'
+import type { Option } from '../../ui/Field.tsx'
+import { FormSelectInput, FormTextInput } from '../../ui/FormFields.tsx'
 
 interface Values {
   email: string
@@ -60,18 +60,12 @@ export function InviteForm(props: {
         isRequired
         maxLength={254}
       />
-      <Controller
+      <FormSelectInput
         control={control}
         name="role"
-        render={({ field }) => (
-          <SelectInput
-            label="Role"
-            description="What they may do once they join; you can change it later."
-            options={props.roles}
-            value={field.value}
-            onChange={(role) => field.onChange(role as Role)}
-          />
-        )}
+        label="Role"
+        description="What they may do once they join; you can change it later."
+        options={props.roles}
       />
       <ErrorAlert error={invite.error} title="The invitation was not made" />
       <div className="admin-dialog-actions">
