@@ -11,6 +11,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY console ./console
 COPY scripts/console-build.ts ./scripts/
+COPY src/console/console-files.ts ./src/console/
 RUN npm ci --ignore-scripts --no-audit --no-fund && node scripts/console-build.ts
 
 FROM node:24-slim

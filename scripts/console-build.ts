@@ -9,16 +9,15 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { CONSOLE_DIST } from '../src/console/console-files.ts'
 
 /**
  * npm run console:build (and npm start, before the service): builds the web console (console/)
- * unless console/dist is current; `--force` builds whatever the stamp says. The tests build it
- * with `buildConsole()`. A build tool, not part of the service: the service only reads the
+ * unless console/dist is current. The tests build it with `buildConsole()`. A build tool, not part of the service: the service only reads the
  * built files (src/console/console-files.ts).
  */
-const CONSOLE_ROOT = join(import.meta.dirname, '..', 'console')
-const CONSOLE_DIST = join(CONSOLE_ROOT, 'dist')
+const CONSOLE_ROOT = dirname(CONSOLE_DIST)
 /** The hash of the sources a build was made from, kept beside it. */
 const STAMP = '.source-hash'
 const LOCK = join(CONSOLE_ROOT, '.build-lock')
@@ -59,11 +58,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
  * folder, into a folder of its own that replaces dist whole; the others wait and then find it
  * current. Answers whether this call built.
  */
-export async function buildConsole(options: { force?: boolean; log?: (line: string) => void } = {}) {
+export async function buildConsole(options: { log?: (line: string) => void } = {}) {
   const log = options.log ?? (() => {})
   for (;;) {
     const hash = sourceHash()
-    if (!options.force && isCurrent(hash)) return { built: false }
+    if (isCurrent(hash)) return { built: false }
     try {
       mkdirSync(LOCK)
     } catch {
@@ -73,7 +72,7 @@ export async function buildConsole(options: { force?: boolean; log?: (line: stri
       continue
     }
     try {
-      if (!options.force && isCurrent(hash)) return { built: false }
+      if (isCurrent(hash)) return { built: false }
       log('building the console (console/, vite build)')
       const out = join(CONSOLE_ROOT, `dist.building-${process.pid}`)
       rmSync(out, { recursive: true, force: true })
@@ -97,9 +96,6 @@ export async function buildConsole(options: { force?: boolean; log?: (line: stri
 }
 
 if (import.meta.main) {
-  const { built } = await buildConsole({
-    force: process.argv.includes('--force'),
-    log: (line) => process.stderr.write(`${line}\n`),
-  })
+  const { built } = await buildConsole({ log: (line) => process.stderr.write(`${line}\n`) })
   process.stderr.write(built ? 'console built: console/dist\n' : 'console is current: console/dist\n')
 }

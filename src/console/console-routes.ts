@@ -43,7 +43,7 @@ export function consoleRoutes(deps: { files: ConsoleFiles }): FastifyPluginAsync
     const sendFile = (
       request: FastifyRequest,
       reply: FastifyReply,
-      file: { body: Buffer; contentType: string; etag: string },
+      file: NonNullable<ConsoleFiles['index']>,
       cache: string,
     ) => {
       reply.headers(HEADERS).header('cache-control', cache).header('etag', file.etag)
