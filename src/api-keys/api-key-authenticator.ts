@@ -4,6 +4,7 @@ import type { Sql } from '../data/database.ts'
 import type { InvalidationBus } from '../data/invalidation-bus.ts'
 import { createReadThroughCache } from '../data/read-through-cache.ts'
 import { apiKeyMatches, constantTimeEqual, lookupIdOf } from './api-key-format.ts'
+import { restrictionOfRow } from './api-key-service.ts'
 import { type ApiKeyRow, findApiKeyByLookupId } from './api-key-store.ts'
 
 const API_KEY_INVALIDATION_TOPIC = 'api-key'
@@ -46,6 +47,7 @@ export function createAuthenticator(deps: {
         tenantId: row.tenant_id,
         apiKeyId: row.id,
         scopes: new Set(row.scopes as Scope[]),
+        keyRestriction: restrictionOfRow(row),
       }
       principals.set(row, principal)
     }

@@ -3,11 +3,38 @@ import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import { access } from '../auth/access.ts'
 import { authorizationRequestOf, recordDenied } from '../auth/auth-hook.ts'
+import { KEY_ENTRY_PATTERN, KEY_OPERATIONS, MAX_RESTRICTED_KEYS } from '../auth/key-restriction.ts'
 import { actorOf, principalOf } from '../auth/request-context.ts'
 import { ScopeSchema } from '../auth/scopes.ts'
 import { errorResponses, IdParams, PageQuery, Text, Timestamp, toDate, Uuid } from '../http/http-schemas.ts'
+import { PATTERN_MESSAGE } from '../http/validation.ts'
 import { AppError } from '../platform/errors.ts'
 import type { ApiKeyService } from './api-key-service.ts'
+
+const KeyOperationSchema = Type.Enum(KEY_OPERATIONS, {
+  description: 'A cryptographic operation (the audit action without `crypto.`)',
+})
+
+const RestrictedKeys = Type.Array(
+  Type.String({
+    pattern: KEY_ENTRY_PATTERN,
+    maxLength: 256,
+    [PATTERN_MESSAGE]: 'must be a key id (UUID) or an alias: alias/ and 1 to 250 of A-Z a-z 0-9 / _ -',
+    description: 'A key id, or an alias `alias/<name>` (the key the alias names when the key is used)',
+  }),
+  {
+    minItems: 1,
+    maxItems: MAX_RESTRICTED_KEYS,
+    description:
+      'The keys the API key may use, by id or alias; key ids must be keys of the tenant, aliases need not exist yet',
+  },
+)
+
+const RestrictedOperations = Type.Array(KeyOperationSchema, {
+  minItems: 1,
+  maxItems: 64,
+  description: 'The cryptographic operations the API key may perform, within its scopes',
+})
 
 const ApiKeySchema = Type.Object(
   {
@@ -25,6 +52,17 @@ const ApiKeySchema = Type.Object(
     ),
     expiresAt: Type.Union([Timestamp('Expiry'), Type.Null()]),
     revokedAt: Type.Union([Timestamp('Revocation time'), Type.Null()]),
+    keys: Type.Union([Type.Array(Type.String()), Type.Null()], {
+      description: 'Key ids and aliases the key may use, fixed at creation; null: every key of the tenant',
+    }),
+    operations: Type.Union([Type.Array(KeyOperationSchema), Type.Null()], {
+      description:
+        'Cryptographic operations the key may perform, fixed at creation; null: all its scopes allow',
+    }),
+    lastUsedAt: Type.Union([Timestamp('The latest audited request made with the key'), Type.Null()], {
+      description:
+        'When the key last made a request the audit log records (every cryptographic operation and change, and refusals; not reads); null: never',
+    }),
   },
   { $id: 'ApiKeyView', title: 'ApiKey' },
 )
@@ -42,12 +80,22 @@ const CreateApiKeyBody = Type.Object(
         "When the key stops working; required, and no later than the creating key's expiry, when the creating key expires",
       ),
     ),
+    keys: Type.Optional(RestrictedKeys),
+    operations: Type.Optional(RestrictedOperations),
   },
   {
     $id: 'CreateApiKeyRequest',
     additionalProperties: false,
+    description:
+      'A key created by a restricted API key must name `keys` and `operations` within its own (403 `restriction_escalation`)',
     examples: [
-      { name: 'ci-deploy', scopes: ['keys:read', 'encryption:write'], expiresAt: '2030-06-30T00:00:00Z' },
+      {
+        name: 'ci-payments',
+        scopes: ['keys:read', 'encryption:write'],
+        keys: ['alias/payments-prod'],
+        operations: ['encrypt', 'generate_data_key'],
+        expiresAt: '2030-06-30T00:00:00Z',
+      },
     ],
   },
 )
@@ -82,6 +130,8 @@ export function apiKeyRoutes(service: ApiKeyService, audit: AuditLog): FastifyPl
           name: request.body.name,
           scopes: request.body.scopes,
           expiresAt: request.body.expiresAt ? toDate(request.body.expiresAt, 'body/expiresAt') : null,
+          keys: request.body.keys ?? null,
+          operations: request.body.operations ?? null,
           ...(principal.kind === 'apiKey' ? { parent: principal } : {}),
         })
         return reply.code(201).send({ ...view, key })

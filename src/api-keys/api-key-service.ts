@@ -1,5 +1,15 @@
 import { randomUUID } from 'node:crypto'
+import type { ActorUse } from '../audit/audit-feed.ts'
 import type { AuditLog } from '../audit/audit-log.ts'
+import {
+  isKeyIdEntry,
+  type KeyOperation,
+  type KeyRestriction,
+  keyRestrictionOf,
+  normalizeKeyEntries,
+  type RestrictionExcess,
+  restrictionExcess,
+} from '../auth/key-restriction.ts'
 import type { ApiKeyPrincipal, Principal } from '../auth/principal.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Scope } from '../auth/scopes.ts'
@@ -9,6 +19,7 @@ import type { Authenticator } from './api-key-authenticator.ts'
 import { generateApiKey } from './api-key-format.ts'
 import {
   type ApiKeyRow,
+  addApiKeyUses,
   getApiKey,
   insertApiKey,
   listApiKeys,
@@ -29,9 +40,31 @@ export interface ApiKeyView {
   parentId: string | null
   expiresAt: string | null
   revokedAt: string | null
+  /** Key ids and aliases the key may use, as given at creation; null: every key of the tenant. */
+  keys: string[] | null
+  /** Cryptographic operations the key may perform; null: every one its scopes allow. */
+  operations: KeyOperation[] | null
+  /** The latest audited request made with the key (audit records of actor `apikey:<id>`); null: none. */
+  lastUsedAt: string | null
 }
 
-function toApiKeyView(row: ApiKeyRow): ApiKeyView {
+/** The audit feed's consumer that folds API keys' last use (seeded by migration 0035). */
+const LAST_USE_FEED = { consumer: 'apikeys.last_use', actorPrefix: 'apikey:' }
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The API key a record's actor names (`apikey:<id>`); undefined for anything else. */
+function apiKeyIdOfActor(actor: string): string | undefined {
+  const id = actor.slice(LAST_USE_FEED.actorPrefix.length)
+  return actor.startsWith(LAST_USE_FEED.actorPrefix) && UUID.test(id) ? id : undefined
+}
+
+/** The later of the folded last use and the latest record not folded yet. */
+function laterOf(folded: Date | null, unfolded: Date | undefined): Date | null {
+  if (!unfolded) return folded
+  return folded && folded.getTime() >= unfolded.getTime() ? folded : unfolded
+}
+
+function toApiKeyView(row: ApiKeyRow, lastUsedAt: Date | null = row.last_used_at): ApiKeyView {
   return {
     id: row.id,
     name: row.name,
@@ -42,13 +75,27 @@ function toApiKeyView(row: ApiKeyRow): ApiKeyView {
     parentId: row.parent_id,
     expiresAt: row.expires_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
+    keys: row.restricted_keys,
+    operations: row.restricted_operations as KeyOperation[] | null,
+    lastUsedAt: lastUsedAt?.toISOString() ?? null,
   }
 }
+
+/** The restriction an API key row carries (its principal's, its children's bound). */
+export const restrictionOfRow = (row: ApiKeyRow): KeyRestriction | null =>
+  keyRestrictionOf(row.restricted_keys, row.restricted_operations)
 
 interface CreateApiKeyInput {
   name: string
   scopes: readonly Scope[]
   expiresAt?: Date | null
+  /**
+   * Key ids (UUIDs) and aliases (`alias/<name>`) the key may use, at most 100; absent or null:
+   * every key of the tenant. Key ids must be keys of the tenant; aliases need not exist yet.
+   */
+  keys?: readonly string[] | null | undefined
+  /** Cryptographic operations the key may perform; absent or null: all its scopes allow. */
+  operations?: readonly KeyOperation[] | null | undefined
   /**
    * The API key making the request, which becomes the new key's parent: the new key expires no
    * later than it and is revoked with it. Absent for the CLI, tenant creation and keys a team
@@ -72,9 +119,15 @@ export interface ApiKeyService {
   get(tenantId: string, id: string): Promise<ApiKeyView>
   /**
    * Revokes the key and every key it minted, transitively, in one transaction. `by` is the API
-   * key making the request (absent for the CLI): it must hold every scope of the key it revokes.
+   * key making the request (absent for the CLI): it must hold every scope of the key it revokes,
+   * and be restricted no more than it.
    */
   revoke(actor: Actor, id: string, by?: Principal): Promise<RevokedApiKeyView>
+  /**
+   * The last-use sweep: folds the audit records made with API keys since the last fold into
+   * their `last_used_at` (through the audit feed); the number of (tenant, key) uses folded.
+   */
+  foldLastUse(): Promise<number>
 }
 
 export function createApiKeyService(deps: {
@@ -83,9 +136,112 @@ export function createApiKeyService(deps: {
   authenticator: Authenticator
   /** The tenant's API-key policy (src/settings): the longest lifetime of a new key, if any. */
   apiKeyPolicy?: { maxLifetimeDaysOf(tenantId: string): Promise<number | null> }
+  /** The keys module's answer to "which of these ids are keys of the tenant" (restrictions). */
+  keyDirectory?: { existingKeyIds(tenantId: string, ids: readonly string[]): Promise<ReadonlySet<string>> }
   now?: () => number
 }): ApiKeyService {
   const now = deps.now ?? Date.now
+  const lastUses = deps.audit.feed.actorUses(LAST_USE_FEED)
+
+  /** The latest use per API key id among records not folded yet. */
+  const latestById = (uses: readonly ActorUse[]): Map<string, Date> => {
+    const latest = new Map<string, Date>()
+    for (const use of uses) {
+      const id = apiKeyIdOfActor(use.actor)
+      if (id) latest.set(id, laterOf(latest.get(id) ?? null, use.lastAt)!)
+    }
+    return latest
+  }
+
+  /**
+   * Rows with their last use: the folded column and the records not folded yet, read in one
+   * snapshot (a fold committing in between would otherwise hide the records it moved).
+   */
+  function withLastUse<T>(
+    read: (db: Queryable) => Promise<T>,
+    rowsOf: (result: T) => readonly ApiKeyRow[],
+    tenantId: string,
+    oneKey?: string,
+  ): Promise<{ result: T; lastUse: Map<string, Date> }> {
+    return deps.sql.begin('isolation level repeatable read read only', async (tx) => {
+      const result = await read(tx)
+      if (rowsOf(result).length === 0) return { result, lastUse: new Map() }
+      const uses = await lastUses.unfolded(tx, tenantId, oneKey ? `apikey:${oneKey}` : undefined)
+      return { result, lastUse: latestById(uses) }
+    })
+  }
+
+  const viewWith = (lastUse: Map<string, Date>) => (row: ApiKeyRow) =>
+    toApiKeyView(row, laterOf(row.last_used_at, lastUse.get(row.id)))
+
+  async function viewOf(tenantId: string, id: string): Promise<ApiKeyView> {
+    const { result: row, lastUse } = await withLastUse(
+      (db) => getApiKey(db, tenantId, id),
+      (row) => (row ? [row] : []),
+      tenantId,
+      id,
+    )
+    if (!row) throw notFound('api_key_not_found', 'API key')
+    return viewWith(lastUse)(row)
+  }
+
+  /** The restriction asked for, normalised: key ids in lower case, each entry once. */
+  const requestedRestriction = (input: CreateApiKeyInput): KeyRestriction | null =>
+    keyRestrictionOf(
+      input.keys ? normalizeKeyEntries(input.keys) : null,
+      input.operations ? [...new Set(input.operations)] : null,
+    )
+
+  /**
+   * Key ids of the restriction must be keys of the tenant now (400 naming each entry that is
+   * not, by its place in the request); aliases need not exist yet.
+   */
+  async function requireTenantKeys(tenantId: string, input: CreateApiKeyInput): Promise<void> {
+    const given = input.keys ?? []
+    const ids = [...new Set(given.filter(isKeyIdEntry).map((entry) => entry.toLowerCase()))]
+    if (ids.length === 0) return
+    if (!deps.keyDirectory) throw new Error('API-key restrictions to key ids need the key directory')
+    const existing = await deps.keyDirectory.existingKeyIds(tenantId, ids)
+    const fields = given.flatMap((entry, index) =>
+      isKeyIdEntry(entry) && !existing.has(entry.toLowerCase())
+        ? [{ path: `body/keys/${index}`, message: `${entry} is not a key of this tenant` }]
+        : [],
+    )
+    if (fields.length > 0)
+      throw new AppError(400, 'validation_failed', fields.map((f) => `${f.path} ${f.message}`).join('; '), {
+        fields,
+      })
+  }
+
+  /** A restriction wider than the bound is refused (403), recorded as the scope hook's refusals are. */
+  async function refuseWiderRestriction(
+    actor: Actor,
+    operation: string,
+    resource: string | null,
+    excess: RestrictionExcess[],
+    bound: KeyRestriction,
+    message: string,
+  ): Promise<never> {
+    const said = excess.map((e) =>
+      e.entries === null
+        ? `${e.field} unrestricted, where the caller's are restricted`
+        : `${e.field} outside the caller's: ${e.entries.join(', ')}`,
+    )
+    await deps.audit
+      .record({
+        ...actor,
+        action: 'authorization.denied',
+        resource,
+        outcome: 'denied',
+        details: { operation, widerRestriction: excess.map((e) => e.field).join(' ') },
+      })
+      .catch(() => {})
+    throw new AppError(403, 'restriction_escalation', `${message}: ${said.join('; ')}`, {
+      wider: excess.map((e) => ({ field: e.field, entries: e.entries })),
+      allowedKeys: bound.keys,
+      allowedOperations: bound.operations,
+    })
+  }
 
   /**
    * The parent as it is now, under the tenant's API-key lock: it may have been revoked or have
@@ -112,7 +268,12 @@ export function createApiKeyService(deps: {
     })
   }
 
-  async function insertWithAudit(db: Queryable, actor: Actor, input: CreateApiKeyInput) {
+  async function insertWithAudit(
+    db: Queryable,
+    actor: Actor,
+    input: CreateApiKeyInput,
+    restriction: KeyRestriction | null,
+  ) {
     if (input.expiresAt && input.expiresAt.getTime() <= now()) {
       throw new AppError(400, 'validation_failed', 'expiresAt must be in the future')
     }
@@ -135,6 +296,8 @@ export function createApiKeyService(deps: {
       created_by: actor.actor,
       expires_at: input.expiresAt ?? null,
       parent_id: parentId,
+      restricted_keys: restriction?.keys ? [...restriction.keys] : null,
+      restricted_operations: restriction?.operations ? [...restriction.operations] : null,
     })
     await deps.audit.recordInTransaction(db, {
       ...actor,
@@ -145,6 +308,8 @@ export function createApiKeyService(deps: {
         scopes: row.scopes.join(' '),
         parentId,
         expiresAt: row.expires_at?.toISOString() ?? null,
+        ...(row.restricted_keys ? { keys: row.restricted_keys.join(' ') } : {}),
+        ...(row.restricted_operations ? { operations: row.restricted_operations.join(' ') } : {}),
       },
     })
     return { view: toApiKeyView(row), key: generated.key }
@@ -189,21 +354,50 @@ export function createApiKeyService(deps: {
 
   return {
     async create(actor, input, tx) {
-      // A tenant's first key is made in the tenant's own transaction, before any policy exists.
-      if (tx) return insertWithAudit(tx, actor, input)
+      const restriction = requestedRestriction(input)
+      // A tenant's first key is made in the tenant's own transaction, before any policy or key exists.
+      if (tx) return insertWithAudit(tx, actor, input, restriction)
+      // A restricted parent mints keys restricted at least as much. Its restriction is fixed at
+      // its creation, so the authenticated principal's is its row's (the row is read again, under
+      // the tenant's lock, for revocation and expiry). Checked before the key ids exist: a
+      // restricted key learns nothing of keys outside its list.
+      const bound = input.parent?.keyRestriction
+      if (bound) {
+        const excess = restrictionExcess(restriction, bound)
+        if (excess.length > 0)
+          return refuseWiderRestriction(
+            actor,
+            'apikeys.create',
+            null,
+            excess,
+            bound,
+            'A restricted API key cannot create a key it restricts less than itself',
+          )
+      }
       // Read before the transaction (the embedded database has one connection).
+      await requireTenantKeys(actor.tenantId, input)
       await requireWithinPolicy(actor.tenantId, input.expiresAt)
-      return deps.sql.begin((t) => insertWithAudit(t, actor, input))
+      return deps.sql.begin((t) => insertWithAudit(t, actor, input, restriction))
     },
     async list(tenantId, page) {
-      const { rows, total } = await listApiKeys(deps.sql, tenantId, page)
-      return { data: rows.map(toApiKeyView), total }
+      const { result, lastUse } = await withLastUse(
+        (db) => listApiKeys(db, tenantId, page),
+        (result) => result.rows,
+        tenantId,
+      )
+      return { data: result.rows.map(viewWith(lastUse)), total: result.total }
     },
-    async get(tenantId, id) {
-      const row = await getApiKey(deps.sql, tenantId, id)
-      if (!row) throw notFound('api_key_not_found', 'API key')
-      return toApiKeyView(row)
-    },
+    get: viewOf,
+    foldLastUse: () =>
+      lastUses.fold((tx, uses) =>
+        addApiKeyUses(
+          tx,
+          uses.flatMap((use) => {
+            const id = apiKeyIdOfActor(use.actor)
+            return id ? [{ tenant_id: use.tenantId, api_key_id: id, used_at: use.lastAt }] : []
+          }),
+        ),
+      ),
     async revoke(actor, id, by) {
       const result = await deps.sql.begin(async (tx) => {
         await lockTenantApiKeys(tx, actor.tenantId)
@@ -213,6 +407,10 @@ export function createApiKeyService(deps: {
         // holding the target's scopes covers everything this revokes.
         const missing = by ? target.scopes.filter((scope) => !by.scopes.has(scope as Scope)) : []
         if (missing.length > 0) return { refused: missing } as const
+        // Likewise its restriction: descendants are restricted at least as much as the target.
+        const bound = by?.kind === 'apiKey' ? by.keyRestriction : null
+        const excess = bound ? restrictionExcess(restrictionOfRow(target), bound) : []
+        if (bound && excess.length > 0) return { refused: null, wider: { excess, bound } } as const
         const revoked = await revokeApiKey(tx, actor.tenantId, id)
         if (!revoked) throw notFound('api_key_not_found', 'API key')
         // Walked even when the key itself was revoked already: keys it minted before revocation
@@ -240,13 +438,23 @@ export function createApiKeyService(deps: {
             details: { reason: 'ancestor_revoked', revokedWith: id, parentId: descendant.parent_id },
           })
         }
-        return { row: revoked.row, descendants, refused: null }
+        return { row: revoked.row, descendants, refused: null, wider: null }
       })
       if (result.refused) return refuseRevocation(actor, id, result.refused)
+      if (result.wider)
+        return refuseWiderRestriction(
+          actor,
+          'apikeys.revoke',
+          `apikey:${id}`,
+          result.wider.excess,
+          result.wider.bound,
+          'A restricted API key cannot revoke a key restricted less than itself',
+        )
       // After commit, on every process: a cached row would otherwise keep a revoked key working.
       for (const row of [result.row, ...result.descendants])
         await deps.authenticator.invalidate(row.lookup_id)
-      return { ...toApiKeyView(result.row), revokedDescendants: result.descendants.map((row) => row.id) }
+      const view = await viewOf(actor.tenantId, id)
+      return { ...view, revokedDescendants: result.descendants.map((row) => row.id) }
     },
   }
 }

@@ -13,18 +13,44 @@ export interface ApiKeyRow {
   revoked_at: Date | null
   /** The API key that created this one; null for keys made by the CLI or at tenant creation. */
   parent_id: string | null
+  /** Key ids and aliases the key may use; null: every key of the tenant (migration 0035). */
+  restricted_keys: string[] | null
+  /** Cryptographic operations the key may perform; null: all its scopes allow. */
+  restricted_operations: string[] | null
+  /** The latest audit record by the key that the last-use sweep has folded; null: none yet. */
+  last_used_at: Date | null
 }
 
 export async function insertApiKey(
   db: Queryable,
-  row: Omit<ApiKeyRow, 'created_at' | 'revoked_at'>,
+  row: Omit<ApiKeyRow, 'created_at' | 'revoked_at' | 'last_used_at'>,
 ): Promise<ApiKeyRow> {
+  const list = (values: string[] | null) => (values ? db.array(values) : null)
   const [inserted] = await db<ApiKeyRow[]>`
-    INSERT INTO api_keys (id, tenant_id, lookup_id, secret_hash, name, scopes, created_by, expires_at, parent_id)
+    INSERT INTO api_keys (id, tenant_id, lookup_id, secret_hash, name, scopes, created_by, expires_at, parent_id,
+                          restricted_keys, restricted_operations)
     VALUES (${row.id}, ${row.tenant_id}, ${row.lookup_id}, ${row.secret_hash}, ${row.name},
-            ${db.array(row.scopes)}, ${row.created_by}, ${row.expires_at}, ${row.parent_id})
+            ${db.array(row.scopes)}, ${row.created_by}, ${row.expires_at}, ${row.parent_id},
+            ${list(row.restricted_keys)}, ${list(row.restricted_operations)})
     RETURNING *`
   return inserted!
+}
+
+/**
+ * Moves each key's last use to the given time when that is later (folding the same records twice
+ * changes nothing). A use names its tenant: a record of one tenant never touches another's key.
+ */
+export async function addApiKeyUses(
+  db: Queryable,
+  uses: readonly { tenant_id: string; api_key_id: string; used_at: Date }[],
+): Promise<void> {
+  if (uses.length === 0) return
+  await db`
+    UPDATE api_keys AS k SET last_used_at = GREATEST(k.last_used_at, u.used_at)
+    FROM jsonb_to_recordset(${db.json(uses.map((use) => ({ ...use, used_at: use.used_at.toISOString() })))}::jsonb)
+      AS u(tenant_id uuid, api_key_id uuid, used_at timestamptz)
+    WHERE k.tenant_id = u.tenant_id AND k.id = u.api_key_id
+      AND (k.last_used_at IS NULL OR k.last_used_at < u.used_at)`
 }
 
 export async function findApiKeyByLookupId(db: Queryable, lookupId: string): Promise<ApiKeyRow | undefined> {

@@ -139,6 +139,29 @@ export async function resourceUses(
     GROUP BY tenant_id, resource`
 }
 
+export interface ActorUseRow {
+  tenant_id: string
+  actor: string
+  last_at: Date
+}
+
+/**
+ * Records by actors starting with `actorPrefix`, whatever their action and outcome: per tenant
+ * and actor, the latest; for one tenant, of one actor or of all.
+ */
+export async function actorUses(
+  db: Queryable,
+  slice: Slice,
+  actorPrefix: string,
+  actor?: string,
+): Promise<ActorUseRow[]> {
+  return db<ActorUseRow[]>`
+    SELECT tenant_id, actor, max(occurred_at) AS last_at
+    FROM audit_log
+    WHERE ${inSlice(db, slice)} AND starts_with(actor, ${actorPrefix}) ${actor ? db`AND actor = ${actor}` : db``}
+    GROUP BY tenant_id, actor`
+}
+
 /** Ids per range of the time map: a smaller range makes a time bound closer to the truth. */
 export const TIME_MAP_RANGE_IDS = 10_000n
 

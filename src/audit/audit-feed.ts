@@ -1,5 +1,6 @@
 import type { Queryable, Sql, Tx } from '../data/database.ts'
 import {
+  actorUses,
   isMarkSettled,
   lockFeedCursor,
   mapRecordTimes,
@@ -49,6 +50,13 @@ export interface ResourceUse {
   lastSuccessAt: Date | null
 }
 
+/** The latest record by an actor. */
+export interface ActorUse {
+  tenantId: string
+  actor: string
+  lastAt: Date
+}
+
 interface Folding<Row> {
   /**
    * Folds what is settled and not folded yet: `apply` writes the consumer's own tables in the
@@ -73,11 +81,18 @@ interface ResourceUses extends Folding<ResourceUse> {
   unfolded(tx: Queryable, tenantId: string, resource?: string): Promise<ResourceUse[]>
 }
 
+interface ActorUses extends Folding<ActorUse> {
+  /** As OperationCounts.unfolded: the tenant's records not folded yet, of one actor or of all. */
+  unfolded(tx: Queryable, tenantId: string, actor?: string): Promise<ActorUse[]>
+}
+
 export interface AuditFeed {
   /** Successful records of actions starting with `actionPrefix`, counted per tenant, month and action. */
   operationCounts(options: { consumer: string; actionPrefix: string }): OperationCounts
   /** Records of actions starting with `actionPrefix` on resources starting with `resourcePrefix`. */
   resourceUses(options: { consumer: string; actionPrefix: string; resourcePrefix: string }): ResourceUses
+  /** Records of any action and outcome by actors starting with `actorPrefix` (API keys' last use). */
+  actorUses(options: { consumer: string; actorPrefix: string }): ActorUses
   /**
    * The audit module's own sweep: maps the settled records' ids to their times, with which
    * GET /audit turns a time range into id bounds (audit-store.ts). Answers the records mapped.
@@ -171,6 +186,12 @@ const toResourceUse = (row: Awaited<ReturnType<typeof resourceUses>>[number]): R
   lastSuccessAt: row.last_success_at,
 })
 
+const toActorUse = (row: Awaited<ReturnType<typeof actorUses>>[number]): ActorUse => ({
+  tenantId: row.tenant_id,
+  actor: row.actor,
+  lastAt: row.last_at,
+})
+
 export function createAuditFeed(deps: { sql: Sql }): AuditFeed {
   const { sql } = deps
   return {
@@ -196,6 +217,18 @@ export function createAuditFeed(deps: { sql: Sql }): AuditFeed {
           }),
         unfolded: async (tx, tenantId, resource) =>
           (await resourceUses(tx, { tenantId, consumer }, prefixes, resource)).map(toResourceUse),
+      }
+    },
+    actorUses({ consumer, actorPrefix }) {
+      return {
+        fold: (apply) =>
+          foldAll(sql, consumer, CHUNK_IDS, async (tx, after, upTo) => {
+            const rows = (await actorUses(tx, { after, upTo }, actorPrefix)).map(toActorUse)
+            if (rows.length > 0) await apply(tx, rows)
+            return rows.length
+          }),
+        unfolded: async (tx, tenantId, actor) =>
+          (await actorUses(tx, { tenantId, consumer }, actorPrefix, actor)).map(toActorUse),
       }
     },
     foldTimeMap: () =>

@@ -1,3 +1,4 @@
+import type { KeyRestriction } from './key-restriction.ts'
 import type { TenantRole } from './roles.ts'
 import type { Scope } from './scopes.ts'
 
@@ -18,6 +19,11 @@ export interface ApiKeyPrincipal {
   readonly tenantId: string
   readonly apiKeyId: string
   readonly scopes: ReadonlySet<Scope>
+  /**
+   * The keys and operations the API key is restricted to (set when it was created, never
+   * changed), within its scopes; null: whatever its scopes allow.
+   */
+  readonly keyRestriction: KeyRestriction | null
 }
 
 /**

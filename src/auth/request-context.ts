@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { unauthorized } from '../platform/errors.ts'
 import { missingScopes } from './access.ts'
+import type { KeyRestriction } from './key-restriction.ts'
 import { actorIdOf, type PartnerPrincipal, type Principal, type TenantPrincipal } from './principal.ts'
 import type { Scope } from './scopes.ts'
 
@@ -20,6 +21,11 @@ export interface Actor {
   actor: string
   requestId: string | null
   clientIp: string | null
+  /**
+   * The keys and operations the caller's API key is restricted to (the key resolver enforces
+   * it); null or absent: unrestricted (team members, the CLI, the service's own jobs).
+   */
+  keyRestriction?: KeyRestriction | null
 }
 
 /**
@@ -68,5 +74,6 @@ export function actorOf(request: CallerRequest): Actor {
     actor: actorIdOf(principal),
     requestId: request.id,
     clientIp: request.ip,
+    keyRestriction: principal.kind === 'apiKey' ? principal.keyRestriction : null,
   }
 }

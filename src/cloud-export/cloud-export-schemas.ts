@@ -1,5 +1,6 @@
 import { Type } from 'typebox'
 import { boundedJson, nameSchema, Printable, Timestamp, Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { CLOUD_PROVIDERS } from './provider.ts'
 
 const Provider = Type.Enum(CLOUD_PROVIDERS, { description: 'The cloud KMS: aws, azure, gcp or scaleway' })
@@ -147,7 +148,7 @@ export const CreateExportBody = Type.Object(
 nameSchema(CreateExportBody, 'CreateCloudExport')
 
 export const KeyExportParams = Type.Object(
-  { keyId: Uuid('The key'), exportId: Uuid('The cloud export') },
+  { keyId: KeyRef('The key'), exportId: Uuid('The cloud export') },
   { additionalProperties: false },
 )
-export const KeyParams = Type.Object({ keyId: Uuid('The key') }, { additionalProperties: false })
+export const KeyParams = Type.Object({ keyId: KeyRef('The key') }, { additionalProperties: false })

@@ -4,6 +4,7 @@ import type { Actor } from '../auth/request-context.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import type { TenantKeks } from '../keyring/tenant-kek.ts'
 import type { AlgorithmName, KeyType } from '../keys/algorithms.ts'
+import { resolveKeyRef } from '../keys/alias-refs.ts'
 import { type KeyState, requireState } from '../keys/key-state.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -351,6 +352,9 @@ export function createCloudExportService(deps: {
     return row
   }
 
+  /** The key id a path's reference names (an alias resolved; an API key's restriction applied). */
+  const keyIdOf = async (actor: Actor, ref: string) => (await resolveKeyRef(sql, actor, ref)).id
+
   async function keyOf(actor: Actor, keyId: string) {
     const key = isUuid(keyId) ? await deps.keys.describe(actor.tenantId, keyId) : undefined
     if (!key) throw notFound('key_not_found', 'Key')
@@ -574,7 +578,8 @@ export function createCloudExportService(deps: {
       })
       return result
     },
-    async createExport(actor, keyId, input) {
+    async createExport(actor, ref, input) {
+      const keyId = await keyIdOf(actor, ref)
       const key = await keyOf(actor, keyId)
       // First: a key not created exportable never leaves, whatever else the request says. The
       // attempt is audited at warning level, as a refused export-private is.
@@ -638,15 +643,18 @@ export function createCloudExportService(deps: {
       })
       return toExportView(row)
     },
-    async listExports(actor, keyId) {
+    async listExports(actor, ref) {
+      const keyId = await keyIdOf(actor, ref)
       await keyOf(actor, keyId)
       const data = (await listExports(sql, actor.tenantId, keyId)).map(toExportView)
       return { data, total: data.length }
     },
-    async getExport(actor, keyId, id) {
+    async getExport(actor, ref, id) {
+      const keyId = await keyIdOf(actor, ref)
       return toExportView(await exportOf(actor, keyId, id))
     },
-    async deleteExport(actor, keyId, id) {
+    async deleteExport(actor, ref, id) {
+      const keyId = await keyIdOf(actor, ref)
       await exportOf(actor, keyId, id)
       await sql.begin(async (tx) => {
         if (!(await deleteExport(tx, actor.tenantId, keyId, id)))
@@ -660,7 +668,8 @@ export function createCloudExportService(deps: {
         })
       })
     },
-    async requestSync(actor, keyId, id) {
+    async requestSync(actor, ref, id) {
+      const keyId = await keyIdOf(actor, ref)
       const current = await exportOf(actor, keyId, id)
       const key = await keyOf(actor, keyId)
       if (!key.exportable) {

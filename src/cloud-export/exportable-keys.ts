@@ -31,7 +31,9 @@ export function createExportableKeys(deps: {
     async material(tenantId, keyId, version) {
       if (!(await deps.keyCache.getKey(tenantId, keyId))?.exportable) return undefined
       const opened = await deps.keyObjects.get(tenantId, keyId, version)
-      return opened?.publicKey ? { privateKey: opened.secretKey, publicKey: opened.publicKey } : undefined
+      return opened?.publicKey && opened.secretKey
+        ? { privateKey: opened.secretKey, publicKey: opened.publicKey }
+        : undefined
     },
   }
 }

@@ -1,8 +1,9 @@
 import type { KeyObject } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { Piscina } from 'piscina'
-import { fromCompact, type SealedEnvelope } from '../crypto/envelope.ts'
+import { type EnvelopeKey, fromCompact, type SealedEnvelope } from '../crypto/envelope.ts'
 import { type OpenItem, type SealItem, unpackBuffers } from '../crypto/envelope-batch.ts'
+import type { ReEncryptItem } from '../crypto/re-encrypt-many.ts'
 import type { SignatureOptions } from '../crypto/signing.ts'
 import type { AlgorithmName, NodeKeySpec } from '../keys/algorithms.ts'
 import {
@@ -59,9 +60,31 @@ export interface CryptoPool {
       options: SignatureOptions
     },
   ): Promise<boolean>
-  sealMany(tenantId: string, keys: KeyObject[], items: SealItem[]): Promise<SealedEnvelope[]>
+  /** The index of the first key (version) under which the signature verifies, -1 for none. */
+  verifyAny(
+    tenantId: string,
+    request: {
+      spec: NodeKeySpec
+      keys: KeyObject[]
+      message: Buffer
+      signature: Buffer
+      options: SignatureOptions
+    },
+  ): Promise<number>
+  /** The index of the first secret key whose HMAC (`hash`) of the data, cut to `length`, is the MAC; -1 for none. */
+  macAny(
+    tenantId: string,
+    request: { hash: string; keys: KeyObject[]; data: Buffer; mac: Buffer; length: number },
+  ): Promise<number>
+  sealMany(tenantId: string, keys: EnvelopeKey[], items: SealItem[]): Promise<SealedEnvelope[]>
   /** Null for each item that does not open. */
-  openMany(tenantId: string, keys: KeyObject[], items: OpenItem[]): Promise<(Buffer | null)[]>
+  openMany(tenantId: string, keys: EnvelopeKey[], items: OpenItem[]): Promise<(Buffer | null)[]>
+  /** Each item opened and sealed again (re-encrypt-many.ts); null for each item that does not open. */
+  reEncryptMany(
+    tenantId: string,
+    keys: EnvelopeKey[],
+    items: ReEncryptItem[],
+  ): Promise<(SealedEnvelope | null)[]>
   /** Worker threads the pool may run: batches are split into at least this many chunks. */
   threads: number
   /** Tasks the worker threads have finished (ok, failed or stopped) since the pool started. */
@@ -166,10 +189,13 @@ export function createCryptoPool(options: CryptoPoolOptions = {}): CryptoPool {
   }
 
   async function material(tenantId: string, task: CryptoTask): Promise<KeyMaterial> {
-    const result = await run<Extract<TaskResult, { secret: Uint8Array } | { ok: false }>>(tenantId, task)
+    const result = await run<Extract<TaskResult, { secret: Uint8Array | null } | { ok: false }>>(
+      tenantId,
+      task,
+    )
     if (!result.ok) throw new KeyMaterialError(result.code, result.message)
     return {
-      secret: asBuffer(result.secret),
+      secret: result.secret ? asBuffer(result.secret) : null,
       publicKey: result.publicKey ? asBuffer(result.publicKey) : null,
     }
   }
@@ -198,6 +224,12 @@ export function createCryptoPool(options: CryptoPoolOptions = {}): CryptoPool {
     async verify(tenantId, request) {
       return (await run<{ ok: true; valid: boolean }>(tenantId, { kind: 'verify', ...request })).valid
     },
+    async verifyAny(tenantId, request) {
+      return (await run<{ ok: true; index: number }>(tenantId, { kind: 'verifyAny', ...request })).index
+    },
+    async macAny(tenantId, request) {
+      return (await run<{ ok: true; index: number }>(tenantId, { kind: 'macAny', ...request })).index
+    },
     async sealMany(tenantId, keys, items) {
       const result = await run<Extract<TaskResult, { packed: Uint8Array }>>(tenantId, {
         kind: 'sealMany',
@@ -210,6 +242,14 @@ export function createCryptoPool(options: CryptoPoolOptions = {}): CryptoPool {
       return unpackBuffers(
         await run<Extract<TaskResult, { packed: Uint8Array }>>(tenantId, { kind: 'openMany', keys, items }),
       )
+    },
+    async reEncryptMany(tenantId, keys, items) {
+      const result = await run<Extract<TaskResult, { packed: Uint8Array }>>(tenantId, {
+        kind: 'reEncryptMany',
+        keys,
+        items,
+      })
+      return unpackBuffers(result).map((compact) => (compact ? fromCompact(compact)! : null))
     },
     completedTasks: () => completed,
     stats: () => ({ queued: queue.queued(), running: queue.running(), completed }),

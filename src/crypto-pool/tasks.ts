@@ -1,5 +1,5 @@
 import type { KeyObject } from 'node:crypto'
-import { toCompact } from '../crypto/envelope.ts'
+import { type EnvelopeKey, toCompact } from '../crypto/envelope.ts'
 import {
   type OpenItem,
   openMany,
@@ -8,7 +8,14 @@ import {
   type SealItem,
   sealMany,
 } from '../crypto/envelope-batch.ts'
-import { createSignature, type SignatureOptions, verifySignature } from '../crypto/signing.ts'
+import { type ReEncryptItem, reEncryptMany } from '../crypto/re-encrypt-many.ts'
+import {
+  createSignature,
+  matchingMacIndex,
+  type SignatureOptions,
+  verifyingKeyIndex,
+  verifySignature,
+} from '../crypto/signing.ts'
 import type { AlgorithmName, NodeKeySpec } from '../keys/algorithms.ts'
 import { algorithmByName } from '../keys/algorithms.ts'
 import {
@@ -45,6 +52,24 @@ export type CryptoTask =
       signature: Uint8Array
       options: SignatureOptions
     }
+  /** Verification without a key version: the versions to try, newest first. */
+  | {
+      kind: 'verifyAny'
+      spec: NodeKeySpec
+      keys: KeyObject[]
+      message: Uint8Array
+      signature: Uint8Array
+      options: SignatureOptions
+    }
+  /** MAC verification without a key version: the versions' secret keys, newest first. */
+  | {
+      kind: 'macAny'
+      hash: string
+      keys: KeyObject[]
+      data: Uint8Array
+      mac: Uint8Array
+      length: number
+    }
   | {
       kind: 'exportPrivate'
       secret: Uint8Array
@@ -52,11 +77,13 @@ export type CryptoTask =
       format: PrivateFormat
       password: string
     }
-  | { kind: 'sealMany'; keys: KeyObject[]; items: SealItem[] }
-  | { kind: 'openMany'; keys: KeyObject[]; items: OpenItem[] }
+  | { kind: 'sealMany'; keys: EnvelopeKey[]; items: SealItem[] }
+  | { kind: 'openMany'; keys: EnvelopeKey[]; items: OpenItem[] }
+  /** Open and seal again in one task: the plaintext stays on the thread (re-encrypt-many.ts). */
+  | { kind: 'reEncryptMany'; keys: EnvelopeKey[]; items: ReEncryptItem[] }
 
 type MaterialResult =
-  | { ok: true; secret: Uint8Array; publicKey: Uint8Array | null }
+  | { ok: true; secret: Uint8Array | null; publicKey: Uint8Array | null }
   | { ok: false; code: string; message: string }
 
 export type TaskResult =
@@ -64,6 +91,8 @@ export type TaskResult =
   | { ok: true; value: string | Record<string, unknown>; encrypted: boolean }
   | { ok: true; signature: Uint8Array }
   | { ok: true; valid: boolean }
+  /** verifyAny, macAny: the index of the key that matched, -1 for none. */
+  | { ok: true; index: number }
   /** sealMany: compact envelopes; openMany: plaintexts, -1 for items that failed. */
   | ({ ok: true } & PackedBuffers)
 
@@ -112,9 +141,30 @@ export function runTask(task: CryptoTask): TaskResult {
           task.options,
         ),
       }
+    case 'verifyAny':
+      return {
+        ok: true,
+        index: verifyingKeyIndex(
+          task.spec,
+          task.keys,
+          asBuffer(task.message),
+          asBuffer(task.signature),
+          task.options,
+        ),
+      }
+    case 'macAny':
+      return {
+        ok: true,
+        index: matchingMacIndex(task.hash, task.keys, asBuffer(task.data), asBuffer(task.mac), task.length),
+      }
     case 'sealMany':
       return { ok: true, ...packBuffers(sealMany(task.keys, task.items).map(toCompact)) }
     case 'openMany':
       return { ok: true, ...packBuffers(openMany(task.keys, task.items)) }
+    case 'reEncryptMany':
+      return {
+        ok: true,
+        ...packBuffers(reEncryptMany(task.keys, task.items).map((sealed) => sealed && toCompact(sealed))),
+      }
   }
 }

@@ -3,6 +3,7 @@ import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { BINARY, type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
 import { parseBinaryBatch, serializeBinaryBatch } from './batch-binary.ts'
@@ -14,7 +15,6 @@ import {
   Context,
   CRYPTO_BODY_LIMIT_BYTES,
   compactEnvelope,
-  contextBytes,
   DECRYPT_BATCH_BODY_LIMIT_BYTES,
   DECRYPT_BODY_LIMIT_BYTES,
   EnvelopeFields,
@@ -27,7 +27,9 @@ import {
   Mode,
 } from './crypto-schemas.ts'
 import type { OpenRequest } from './crypto-service.ts'
+import { itemContextBytes } from './encryption-context.ts'
 import { toCompact } from './envelope.ts'
+import { SourceKeyFields } from './re-encrypt-schemas.ts'
 
 const TAGS = ['Cryptographic operations']
 
@@ -42,7 +44,7 @@ const EncryptBatchBody = Type.Object(
     items: Type.Array(
       Type.Object(
         {
-          keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')),
+          keyId: Type.Optional(KeyRef('Encryption key (default: the tenant default Encryption key)')),
           plaintext: Base64('Data to encrypt, Base64'),
           context: Context,
         },
@@ -81,7 +83,7 @@ nameSchema(EncryptBatchResponse, 'EncryptBatchResponse')
 
 const DecryptBatchItem = Type.Object(
   {
-    keyId: Type.Optional(Uuid('The key that encrypted (optional: the envelope names it)')),
+    keyId: Type.Optional(KeyRef('The key that encrypted (optional: the envelope names it)')),
     keyVersion: Type.Optional(KeyVersion('Cross-check of the version the envelope names')),
     ciphertext: Base64('From the encrypt response', DECRYPT_BODY_LIMIT_BYTES),
     encapsulatedKey: Type.Optional(Base64('From the encrypt response (standard mode)', 16_384)),
@@ -90,6 +92,7 @@ const DecryptBatchItem = Type.Object(
     context: Context,
     // An encrypt/batch result passes back as it came: its `ok` is ignored, its `mode` applies.
     ok: Type.Optional(Type.Literal(true)),
+    ...SourceKeyFields,
     mode: Type.Optional(
       Type.Enum(['standard', 'legacy'], { description: 'Overrides the batch mode for this item' }),
     ),
@@ -132,7 +135,7 @@ nameSchema(DecryptBatchResponse, 'DecryptBatchResponse')
 
 const BatchHeaders = Type.Object({
   'x-key-id': Type.Optional(
-    Uuid('Binary encrypt batches only: the Encryption key of every item (default: the tenant default)'),
+    KeyRef('Binary encrypt batches only: the Encryption key of every item (default: the tenant default)'),
   ),
 })
 
@@ -213,7 +216,7 @@ export function batchRoutes(batches: BatchService): DataRoute[] {
           readItem<EncryptItem>(() => ({
             keyId: item.keyId,
             plaintext: decodeBase64Field(item.plaintext, `body/items/${i}/plaintext`),
-            context: contextBytes(item.context),
+            context: itemContextBytes(item.context, i),
           })),
         )
         const results = await batches.encrypt(actorOf(request), inputs)
@@ -280,7 +283,7 @@ export function batchRoutes(batches: BatchService): DataRoute[] {
             keyId: item.keyId,
             keyVersion: item.keyVersion,
             envelope: envelopeFromParts({ ...item, mode: item.mode ?? mode }, `body/items/${i}`),
-            context: contextBytes(item.context),
+            context: itemContextBytes(item.context, i),
           })),
         )
         const results = await batches.decrypt(actorOf(request), inputs)

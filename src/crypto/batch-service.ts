@@ -1,8 +1,8 @@
-import type { KeyObject } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
+import { isAliasRef } from '../keys/alias-name.ts'
 import { ENCRYPT_STATES } from '../keys/key-state.ts'
 import type { KeyRow } from '../keys/key-store.ts'
 import { AppError } from '../platform/errors.ts'
@@ -12,9 +12,9 @@ import {
   locateEnvelopeKey,
   type OpenRequest,
 } from './crypto-service.ts'
-import { SCHEME } from './envelope.ts'
-import { type OpenItem, openMany, randomBytesNeeded, type SealItem, sealMany } from './envelope-batch.ts'
-import type { KeyResolver } from './key-resolver.ts'
+import { type EnvelopeKey, extraRandomBytes, NONCE_BYTES, sealingKey } from './envelope.ts'
+import { type OpenItem, openMany, type SealItem, sealMany } from './envelope-batch.ts'
+import { decryptionKeyOf, type KeyResolver, publicKeyOnly } from './key-resolver.ts'
 
 export type ItemFailure = { ok: false; error: string; message: string }
 type ItemResult<T> = ({ ok: true } & T) | ItemFailure
@@ -52,7 +52,63 @@ const MIN_POOLED_ITEMS = 10
 const MAX_CHUNK_ITEMS = 250
 const CHUNKS_PER_THREAD = 2
 
-const failure = (error: AppError): ItemFailure => ({ ok: false, error: error.code, message: error.message })
+export const failure = (error: AppError): ItemFailure => ({
+  ok: false,
+  error: error.code,
+  message: error.message,
+})
+
+/**
+ * The items' work inline (a few items), or in chunks over the crypto pool's `threads` threads.
+ * Shared by the batches and re-encrypt batches (re-encrypt-service.ts).
+ */
+export async function chunked<I, R>(
+  threads: number,
+  items: readonly I[],
+  inline: (items: readonly I[]) => R[],
+  pooled: (items: I[]) => Promise<R[]>,
+): Promise<R[]> {
+  if (items.length < MIN_POOLED_ITEMS) return inline(items)
+  const size = Math.min(
+    MAX_CHUNK_ITEMS,
+    Math.max(MIN_POOLED_ITEMS, Math.ceil(items.length / (CHUNKS_PER_THREAD * threads))),
+  )
+  const chunks: I[][] = []
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
+  return (await Promise.all(chunks.map(pooled))).flat()
+}
+
+/** Memoised per batch: each distinct key (and version) is looked up and opened once. */
+export function memo<T>(load: (id: string) => Promise<T>) {
+  const seen = new Map<string, Promise<T>>()
+  return (id: string) => {
+    let value = seen.get(id)
+    if (!value) {
+      value = load(id)
+      // A rejection is read per item; keep Node from reporting it as unhandled meanwhile.
+      value.catch(() => {})
+      seen.set(id, value)
+    }
+    return value
+  }
+}
+
+/** KeyObjects (and X-Wing keys) of a batch, each passed once to the worker threads and referenced by index. */
+export function keyList() {
+  const list: EnvelopeKey[] = []
+  const index = new Map<EnvelopeKey, number>()
+  return {
+    list,
+    indexOf(key: EnvelopeKey) {
+      let at = index.get(key)
+      if (at === undefined) {
+        at = list.push(key) - 1
+        index.set(key, at)
+      }
+      return at
+    },
+  }
+}
 
 /**
  * Batches: independent items, results in request order, one item's failure never fails the
@@ -68,32 +124,27 @@ export function createBatchService(deps: {
 }): BatchService {
   const { keys, pool } = deps
 
-  async function chunked<I, R>(
-    items: readonly I[],
-    inline: (items: readonly I[]) => R[],
-    pooled: (items: I[]) => Promise<R[]>,
-  ): Promise<R[]> {
-    if (items.length < MIN_POOLED_ITEMS) return inline(items)
-    const size = Math.min(
-      MAX_CHUNK_ITEMS,
-      Math.max(MIN_POOLED_ITEMS, Math.ceil(items.length / (CHUNKS_PER_THREAD * pool.threads))),
-    )
-    const chunks: I[][] = []
-    for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
-    return (await Promise.all(chunks.map(pooled))).flat()
-  }
-
   function auditTally(action: string) {
     const groups = new Map<
       string,
-      { keyId: string | null; keyVersion: number | null; error: string | null; items: number }
+      {
+        keyId: string | null
+        keyVersion: number | null
+        error: string | null
+        alias: string | null
+        items: number
+      }
     >()
     return {
-      count(keyId: string | null, keyVersion: number | null, error: string | null) {
-        const id = `${keyId}|${keyVersion}|${error}`
+      /** `keyId`: the key's id, or the reference given when none was found; `ref`: as given. */
+      count(keyId: string | null, keyVersion: number | null, error: string | null, ref?: string) {
+        // Records name key ids; the alias an item named its key by goes in the details.
+        const alias = ref && isAliasRef(ref) ? ref : isAliasRef(keyId) ? keyId : null
+        if (isAliasRef(keyId)) keyId = null
+        const id = `${keyId}|${keyVersion}|${error}|${alias}`
         const group = groups.get(id)
         if (group) group.items++
-        else groups.set(id, { keyId, keyVersion, error, items: 1 })
+        else groups.set(id, { keyId, keyVersion, error, alias, items: 1 })
       },
       write(actor: Actor) {
         return Promise.all(
@@ -104,42 +155,14 @@ export function createBatchService(deps: {
               resource: g.keyId ? `key:${g.keyId}` : null,
               keyVersion: g.keyVersion,
               outcome: g.error ? 'failure' : 'success',
-              details: g.error ? { items: g.items, error: g.error } : { items: g.items },
+              details: {
+                items: g.items,
+                ...(g.error ? { error: g.error } : {}),
+                ...(g.alias ? { alias: g.alias } : {}),
+              },
             }),
           ),
         )
-      },
-    }
-  }
-
-  /** Memoised per batch: each distinct key (and version) is looked up and opened once. */
-  function memo<T>(load: (id: string) => Promise<T>) {
-    const seen = new Map<string, Promise<T>>()
-    return (id: string) => {
-      let value = seen.get(id)
-      if (!value) {
-        value = load(id)
-        // A rejection is read per item; keep Node from reporting it as unhandled meanwhile.
-        value.catch(() => {})
-        seen.set(id, value)
-      }
-      return value
-    }
-  }
-
-  /** KeyObjects of a batch, each passed once to the worker threads and referenced by index. */
-  function keyList() {
-    const list: KeyObject[] = []
-    const index = new Map<KeyObject, number>()
-    return {
-      list,
-      indexOf(key: KeyObject) {
-        let at = index.get(key)
-        if (at === undefined) {
-          at = list.push(key) - 1
-          index.set(key, at)
-        }
-        return at
       },
     }
   }
@@ -148,10 +171,16 @@ export function createBatchService(deps: {
     async encrypt(actor, items) {
       const results: ItemResult<EncryptResult>[] = new Array(items.length)
       const tally = auditTally('crypto.encrypt_batch')
+      // The key each reference named, for the records of refusals that came after it was found.
+      const found = new Map<string, string>()
       const resolveKey = memo((keyId) =>
-        keys.resolve(actor.tenantId, {
+        keys.resolve(actor, {
           keyId: keyId || undefined,
           keyType: 'Encryption',
+          keyOperation: 'encrypt',
+          found: (row) => {
+            found.set(keyId, row.id)
+          },
           states: ENCRYPT_STATES,
           operation: 'encrypt',
         }),
@@ -166,34 +195,36 @@ export function createBatchService(deps: {
         }
         try {
           const key = await resolveKey(item.keyId ?? '')
-          const scheme = key.spec.kind === 'rsa' ? SCHEME.rsaOaep : SCHEME.mlKem
+          const sealing = sealingKey(key.spec.kind, key.opened)
+          if (!sealing) throw new AppError(409, 'key_state_conflict', 'The key material is not available')
           work.push({
             at,
             keyId: key.row.id,
             keyVersion: key.version,
             item: {
-              key: keyObjects.indexOf(key.opened.publicKey!),
+              key: keyObjects.indexOf(sealing.key),
               purpose: 'encrypt',
-              header: { scheme, keyId: key.row.id, keyVersion: key.version },
+              header: { scheme: sealing.scheme, keyId: key.row.id, keyVersion: key.version },
               plaintext: item.plaintext,
               context: item.context,
-              random: deps.random.bytes(randomBytesNeeded(scheme, SCHEME.rsaOaep)),
+              random: deps.random.bytes(NONCE_BYTES + extraRandomBytes(sealing.scheme)),
             },
           })
         } catch (error) {
           if (!(error instanceof AppError) || error.statusCode >= 500) throw error
           results[at] = failure(error)
-          tally.count(item.keyId ?? null, null, error.code)
+          tally.count(found.get(item.keyId ?? '') ?? item.keyId ?? null, null, error.code, item.keyId)
         }
       }
       const sealed = await chunked(
+        pool.threads,
         work.map((w) => w.item),
         (chunk) => sealMany(keyObjects.list, chunk),
         (chunk) => pool.sealMany(actor.tenantId, keyObjects.list, chunk),
       )
       for (const [i, w] of work.entries()) {
         results[w.at] = { ok: true, ...sealed[i]!, keyId: w.keyId, keyVersion: w.keyVersion }
-        tally.count(w.keyId, w.keyVersion, null)
+        tally.count(w.keyId, w.keyVersion, null, (items[w.at] as EncryptItem).keyId)
       }
       await tally.write(actor)
       return results
@@ -203,7 +234,7 @@ export function createBatchService(deps: {
       type Opened = { plaintext: Buffer; keyId: string; keyVersion: number }
       const results: ItemResult<Opened>[] = new Array(items.length)
       const tally = auditTally('crypto.decrypt_batch')
-      const findRow = memo((keyId) => keys.findRow(actor.tenantId, keyId, 'Encryption'))
+      const findRow = memo((keyId) => keys.findRow(actor, keyId, 'Encryption', 'decrypt'))
       const openVersion = memo(async (id) => {
         const [keyId, version] = id.split('/') as [string, string]
         return keys.open(actor.tenantId, await findRow(keyId), Number(version))
@@ -235,12 +266,17 @@ export function createBatchService(deps: {
           refuse(at, decryptionFailed(), row.id, version)
           continue
         }
+        const decryptionKey = decryptionKeyOf(opened)
+        if (!decryptionKey) {
+          refuse(at, publicKeyOnly(), row.id, version)
+          continue
+        }
         work.push({
           at,
           keyId: row.id,
           keyVersion: version,
           item: {
-            key: keyObjects.indexOf(opened.secretKey),
+            key: keyObjects.indexOf(decryptionKey),
             purpose: 'encrypt',
             envelope: item.envelope,
             context: item.context,
@@ -248,6 +284,7 @@ export function createBatchService(deps: {
         })
       }
       const plaintexts = await chunked(
+        pool.threads,
         work.map((w) => w.item),
         (chunk) => openMany(keyObjects.list, chunk),
         (chunk) => pool.openMany(actor.tenantId, keyObjects.list, chunk),

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { BINARY, type DataReply } from '../http/data-route.ts'
-import { Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import { MAX_KEY_VERSION } from './envelope.ts'
 
@@ -14,13 +14,14 @@ import { MAX_KEY_VERSION } from './envelope.ts'
 /** The UTF-16 length a JSON context may have; a header context decodes to the same limit. */
 const CONTEXT_MAX_CHARS = 8192
 
-const KeyIdHeader = (description: string) => Type.Optional(Uuid(`Binary bodies only: ${description}`))
+const KeyIdHeader = (description: string) => Type.Optional(KeyRef(`Binary bodies only: ${description}`))
 const ContextHeader = Type.Optional(
   Type.String({
     // Base64 of 8,192 characters of UTF-8 at 3 bytes each: 4 Base64 characters per character.
     maxLength: 4 * CONTEXT_MAX_CHARS,
     description:
-      'Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes',
+      'Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes ' +
+      '(a map context: of its canonical JSON, docs/crypto-operations.md "Encryption context")',
   }),
 )
 

@@ -3,6 +3,7 @@ import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import {
@@ -34,13 +35,14 @@ import {
 } from './crypto-schemas.ts'
 import type { CryptoService } from './crypto-service.ts'
 import { toCompact } from './envelope.ts'
+import { SourceKeyFields } from './re-encrypt-schemas.ts'
 
 const TAGS = ['Cryptographic operations']
 const RESPONSE_MEDIA = 'JSON for a JSON request; raw bytes, with X-Key-Id and X-Key-Version, for a binary one'
 
 const EncryptBody = Type.Object(
   {
-    keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')),
+    keyId: Type.Optional(KeyRef('Encryption key (default: the tenant default Encryption key)')),
     plaintext: Base64(
       `Data to encrypt, Base64: up to ${MAX_PLAINTEXT_BYTES} bytes (10 MiB) of plaintext, ` +
         `${base64Length(MAX_PLAINTEXT_BYTES)} characters`,
@@ -69,7 +71,7 @@ const EncryptResponse = Type.Object(
 
 const DecryptBody = Type.Object(
   {
-    keyId: Type.Optional(Uuid('The key that encrypted (optional: the envelope names it)')),
+    keyId: Type.Optional(KeyRef('The key that encrypted (optional: the envelope names it)')),
     keyVersion: Type.Optional(KeyVersion('Cross-check of the version the envelope names')),
     ciphertext: Base64('From the encrypt response', base64Length(MAX_ENVELOPE_BYTES)),
     encapsulatedKey: Type.Optional(Base64('From the encrypt response (standard mode)', 16_384)),
@@ -77,6 +79,7 @@ const DecryptBody = Type.Object(
     tag: Type.Optional(Base64('From the encrypt response (standard mode)', 64)),
     context: Context,
     mode: Mode,
+    ...SourceKeyFields,
   },
   {
     $id: 'DecryptRequest',
@@ -151,7 +154,7 @@ export function cryptoRoutes(crypto: CryptoService): DataRoute[] {
         const result = await crypto.encrypt(actor, {
           keyId,
           plaintext: bytes,
-          context: contextBytes(context),
+          context: contextBytes(context, 'body/context'),
         })
         return { ...envelopeToParts(result, mode), keyId: result.keyId, keyVersion: result.keyVersion }
       },
@@ -199,7 +202,7 @@ export function cryptoRoutes(crypto: CryptoService): DataRoute[] {
           keyId: body.keyId,
           keyVersion: body.keyVersion,
           envelope: envelopeFromParts(body, 'body'),
-          context: contextBytes(body.context),
+          context: contextBytes(body.context, 'body/context'),
         })
         return {
           plaintext: result.plaintext.toString('base64'),

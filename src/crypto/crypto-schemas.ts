@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError } from '../platform/errors.ts'
 import { fromCompact, type SealedEnvelope, toCompact } from './envelope.ts'
@@ -54,17 +54,8 @@ export const Base64 = (description: string, maxLength = CRYPTO_BODY_LIMIT_BYTES,
 export const Base64Output = (description: string) =>
   Type.String({ format: 'unsafe', contentEncoding: 'base64', 'x-content-encoding': 'base64', description })
 
-/** Characters (UTF-16 code units) of an encryption context, in JSON and in binary batches alike. */
-export const MAX_CONTEXT_CHARS = 8192
-
-export const Context = Type.Optional(
-  Type.String({
-    maxLength: MAX_CONTEXT_CHARS,
-    description: 'Additional authenticated data (UTF-8); the same value is needed to decrypt',
-  }),
-)
-
-export const contextBytes = (context: string | undefined) => Buffer.from(context ?? '', 'utf8')
+/** The encryption context, a string or a map (one schema, one canonical form): encryption-context.ts. */
+export { Context, contextBytes, MAX_CONTEXT_CHARS } from './encryption-context.ts'
 
 export const KeyVersion = (description: string) =>
   Type.Integer({ minimum: 1, maximum: 2_147_483_647, description })
@@ -84,7 +75,7 @@ export const EnvelopeFields = {
   ciphertext: Base64Output('AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope)'),
   encapsulatedKey: Type.Optional(
     Base64Output(
-      'Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)',
+      'Header (format, scheme, key id, key version) and the protected DEK (ML-KEM or X-Wing ciphertext, RSA-OAEP- or AES-GCM-sealed DEK), Base64 (absent in legacy mode)',
     ),
   ),
   nonce: Type.Optional(Base64Output('AES-GCM nonce (12 bytes), Base64 (absent in legacy mode)')),
@@ -162,7 +153,7 @@ export function envelopeToParts(envelope: SealedEnvelope, mode: 'standard' | 'le
   }
 }
 
-export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })
+export const KeyIdParams = Type.Object({ keyId: KeyRef('The key') }, { additionalProperties: false })
 
 /**
  * An ML-KEM-768 envelope as /encrypt answers it (context `order=1042`): the example of the

@@ -1,20 +1,22 @@
 import type { AuditLog } from '../audit/audit-log.ts'
+import type { KeyOperation } from '../auth/key-restriction.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
+import { isAliasRef } from '../keys/alias-name.ts'
 import { DECRYPT_STATES, ENCRYPT_STATES, type KeyState, requireState } from '../keys/key-state.ts'
 import type { KeyRow } from '../keys/key-store.ts'
-import { AppError } from '../platform/errors.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 import {
   decodeHeader,
   EnvelopeError,
   type EnvelopePurpose,
   HEADER_BYTES,
   openEnvelope,
-  SCHEME,
   type SealedEnvelope,
   sealEnvelope,
+  sealingKey,
 } from './envelope.ts'
-import type { KeyResolver, UsableKey } from './key-resolver.ts'
+import { type KeyResolver, requireDecryptionKey, type UsableKey } from './key-resolver.ts'
 import { type AuditTarget, auditedOperation } from './operation-audit.ts'
 
 export interface EncryptResult extends SealedEnvelope {
@@ -51,7 +53,11 @@ export interface CryptoService {
   decrypt(actor: Actor, input: OpenRequest): Promise<OpenResult>
   /** Wraps key material; the result opens only through unwrap, with the same context. */
   wrap(actor: Actor, input: { keyId: string; plaintext: Buffer; context: Buffer }): Promise<EncryptResult>
-  unwrap(actor: Actor, input: OpenRequest & { keyId: string }): Promise<OpenResult>
+  /** `keyId`: the path's key; `bodyKeyId`: the body's cross-check of it (400 when another key). */
+  unwrap(
+    actor: Actor,
+    input: OpenRequest & { keyId: string; bodyKeyId?: string | undefined },
+  ): Promise<OpenResult>
   /** A fresh random data key, returned wrapped (unwrap recovers it) and optionally in plaintext. */
   generateDataKey(
     actor: Actor,
@@ -68,7 +74,8 @@ export const decryptionFailed = () =>
  * unwrap and decrypt batches, so a batch item fails exactly as the single request would: the
  * header, the caller's keyId/keyVersion cross-checks, the key (any lookup failure: unknown,
  * another tenant's, wrong type), the version, then the state, the one failure told apart
- * (spec section 3). `target` learns the key and version as they become known, for the audit.
+ * (spec section 3), besides an API key's restriction (403). A keyId that is an alias must name
+ * the envelope's key. `target` learns the key and version as they become known, for the audit.
  */
 export async function locateEnvelopeKey(
   input: OpenRequest,
@@ -80,7 +87,7 @@ export async function locateEnvelopeKey(
   const header = decodeHeader(input.envelope.encapsulatedKey.subarray(0, HEADER_BYTES))
   if (
     !header ||
-    (input.keyId && input.keyId.toLowerCase() !== header.keyId) ||
+    (input.keyId && !isAliasRef(input.keyId) && input.keyId.toLowerCase() !== header.keyId) ||
     (input.keyVersion !== undefined && input.keyVersion !== header.keyVersion)
   ) {
     throw decryptionFailed()
@@ -91,10 +98,22 @@ export async function locateEnvelopeKey(
   try {
     row = await findRow(header.keyId)
   } catch (error) {
-    if (error instanceof AppError && error.statusCode < 500) throw decryptionFailed()
+    if (error instanceof AppError && error.statusCode < 500 && error.statusCode !== 403)
+      throw decryptionFailed()
     throw error
   }
-  if (header.keyVersion > row.current_version) throw decryptionFailed()
+  // Unwrap's findRow is the path's key, whatever the envelope names.
+  if (row.id !== header.keyId || header.keyVersion > row.current_version) throw decryptionFailed()
+  if (input.keyId && isAliasRef(input.keyId)) {
+    let named: KeyRow
+    try {
+      named = await findRow(input.keyId)
+    } catch (error) {
+      if (error instanceof AppError && error.statusCode < 500) throw decryptionFailed()
+      throw error
+    }
+    if (named.id !== row.id) throw decryptionFailed()
+  }
   requireState(stateOf(row), DECRYPT_STATES, operation)
   return { row, version: header.keyVersion }
 }
@@ -112,16 +131,12 @@ export function createCryptoService(deps: {
   const { audit, keys } = deps
 
   function seal(purpose: EnvelopePurpose, key: UsableKey, plaintext: Buffer, context: Buffer) {
-    if (!key.opened.publicKey)
-      throw new AppError(409, 'key_state_conflict', 'The key material is not available')
+    const sealing = sealingKey(key.spec.kind, key.opened)
+    if (!sealing) throw new AppError(409, 'key_state_conflict', 'The key material is not available')
     return sealEnvelope({
       purpose,
-      header: {
-        scheme: key.spec.kind === 'rsa' ? SCHEME.rsaOaep : SCHEME.mlKem,
-        keyId: key.row.id,
-        keyVersion: key.version,
-      },
-      publicKey: key.opened.publicKey,
+      header: { scheme: sealing.scheme, keyId: key.row.id, keyVersion: key.version },
+      key: sealing.key,
       plaintext,
       context,
       random: (length) => deps.random.bytes(length),
@@ -138,10 +153,12 @@ export function createCryptoService(deps: {
     keyId: string | undefined,
     operation: string,
     target: AuditTarget,
+    keyOperation: KeyOperation,
   ): Promise<UsableKey> {
-    const key = await keys.resolve(actor.tenantId, {
+    const key = await keys.resolve(actor, {
       keyId,
       keyType: 'Encryption',
+      keyOperation,
       states: ENCRYPT_STATES,
       operation,
       found: (row) => {
@@ -160,7 +177,7 @@ export function createCryptoService(deps: {
     const action = ACTIONS[purpose].seal
     const target: AuditTarget = { action, keyId: input.keyId ?? null, keyVersion: null }
     return auditedOperation(audit, actor, target, async () => {
-      const key = await resolveSealingKey(actor, input.keyId, purpose, target)
+      const key = await resolveSealingKey(actor, input.keyId, purpose, target, purpose)
       const sealed = seal(purpose, key, input.plaintext, input.context)
       return {
         result: { ...sealed, keyId: key.row.id, keyVersion: key.version },
@@ -184,14 +201,22 @@ export function createCryptoService(deps: {
     purpose: EnvelopePurpose,
     input: OpenRequest,
     pathKeyId?: string,
+    bodyKeyId?: string,
   ): Promise<OpenResult> {
     const action = ACTIONS[purpose].open
     const target: AuditTarget = { action, keyId: pathKeyId ?? input.keyId ?? null, keyVersion: null }
     return auditedOperation(audit, actor, target, async () => {
-      const pathRow = pathKeyId ? await keys.findRow(actor.tenantId, pathKeyId, 'Encryption') : undefined
+      const keyOperation = purpose === 'wrap' ? 'unwrap' : 'decrypt'
+      const pathRow = pathKeyId ? await keys.findRow(actor, pathKeyId, 'Encryption', keyOperation) : undefined
+      if (
+        pathRow &&
+        bodyKeyId !== undefined &&
+        (await keys.keyIdOf(actor.tenantId, bodyKeyId)) !== pathRow.id
+      )
+        throw invalidField('body/keyId', `names key ${bodyKeyId}, but the path names key ${pathKeyId}`)
       const { row, version } = await locateEnvelopeKey(
         input,
-        pathRow ? async () => pathRow : (keyId) => keys.findRow(actor.tenantId, keyId, 'Encryption'),
+        pathRow ? async () => pathRow : (keyId) => keys.findRow(actor, keyId, 'Encryption', keyOperation),
         keys.state,
         purpose === 'wrap' ? 'unwrap' : 'decrypt',
         target,
@@ -203,7 +228,7 @@ export function createCryptoService(deps: {
         plaintext = openEnvelope({
           purpose,
           envelope: input.envelope,
-          privateKey: opened.secretKey,
+          privateKey: requireDecryptionKey(opened),
           context: input.context,
         })
       } catch (error) {
@@ -221,13 +246,19 @@ export function createCryptoService(deps: {
     encrypt: (actor, input) => sealWith(actor, 'encrypt', input),
     decrypt: (actor, input) => openWith(actor, 'encrypt', input),
     wrap: (actor, input) => sealWith(actor, 'wrap', input),
-    unwrap: (actor, input) => openWith(actor, 'wrap', input, input.keyId),
+    unwrap: (actor, input) => openWith(actor, 'wrap', input, input.keyId, input.bodyKeyId),
 
     generateDataKey(actor, input) {
       const action = 'crypto.generate_data_key'
       const target: AuditTarget = { action, keyId: input.keyId ?? null, keyVersion: null }
       return auditedOperation(audit, actor, target, async () => {
-        const key = await resolveSealingKey(actor, input.keyId, 'generate data keys', target)
+        const key = await resolveSealingKey(
+          actor,
+          input.keyId,
+          'generate data keys',
+          target,
+          'generate_data_key',
+        )
         const dek = deps.random.bytes(input.keyBytes)
         try {
           const encryptedDek = seal('wrap', key, dek, input.context)

@@ -3,6 +3,7 @@ import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import {
@@ -18,6 +19,7 @@ import {
 } from './crypto-schemas.ts'
 import type { CryptoService, DataKeyResult } from './crypto-service.ts'
 import { toCompact } from './envelope.ts'
+import { SourceKeyFields } from './re-encrypt-schemas.ts'
 
 const TAGS = ['Data keys and wrapping']
 
@@ -37,7 +39,7 @@ const DataKeyResponse = Type.Object({
 nameSchema(DataKeyResponse, 'DataKeyResponse')
 
 const GenerateDataKeyBody = Type.Object(
-  { keyId: Type.Optional(Uuid('Encryption key (default: the tenant default Encryption key)')) },
+  { keyId: Type.Optional(KeyRef('Encryption key (default: the tenant default Encryption key)')) },
   { $id: 'GenerateDataKeyRequest', additionalProperties: false, examples: [{}] },
 )
 
@@ -91,7 +93,7 @@ const UnwrapBody = Type.Object(
       WrappedKey('From a data-key endpoint (encryptedDek); give this or wrappedKey'),
     ),
     context: Context,
-    keyId: Type.Optional(Uuid('From the wrap or data-key answer: must be the key of the path')),
+    keyId: Type.Optional(KeyRef('From the wrap or data-key answer: must be the key of the path')),
     keyVersion: Type.Optional(KeyVersion('From the wrap or data-key answer: cross-check of the envelope')),
     keyBytes: Type.Optional(
       Type.Integer({
@@ -106,6 +108,7 @@ const UnwrapBody = Type.Object(
         description: 'From a data-key answer; ignored (accepted so the answer can be passed back as it is)',
       }),
     ),
+    ...SourceKeyFields,
   },
   {
     $id: 'UnwrapRequest',
@@ -199,7 +202,7 @@ export function dataKeyRoutes(crypto: CryptoService): DataRoute[] {
           keyId: request.params.keyId,
           keyBytes,
           withPlaintext: request.body.withPlaintext ?? true,
-          context: contextBytes(request.body.context),
+          context: contextBytes(request.body.context, 'body/context'),
         })
         return dataKeyResponse(result, keyBytes)
       },
@@ -232,7 +235,7 @@ export function dataKeyRoutes(crypto: CryptoService): DataRoute[] {
         const result = await crypto.wrap(actorOf(request), {
           keyId: request.params.keyId,
           plaintext,
-          context: contextBytes(request.body.context),
+          context: contextBytes(request.body.context, 'body/context'),
         })
         return {
           wrappedKey: toCompact(result).toString('base64'),
@@ -257,16 +260,15 @@ export function dataKeyRoutes(crypto: CryptoService): DataRoute[] {
       handler: async (request) => {
         const body = request.body
         const keyId = request.params.keyId
-        if (body.keyId !== undefined && body.keyId !== keyId) {
-          throw invalidField('body/keyId', `names key ${body.keyId}, but the path names key ${keyId}`)
-        }
         const field = wrappedKeyField(body)
         const bytes = decodeBase64Field(body[field]!, `body/${field}`)
         const result = await crypto.unwrap(actorOf(request), {
           keyId,
+          // Compared with the path's key once both are resolved (either may be an alias): 400.
+          bodyKeyId: body.keyId,
           keyVersion: body.keyVersion,
           envelope: compactEnvelope(bytes),
-          context: contextBytes(body.context),
+          context: contextBytes(body.context, 'body/context'),
         })
         if (body.keyBytes !== undefined && body.keyBytes !== result.plaintext.length) {
           throw invalidField(

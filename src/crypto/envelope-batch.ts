@@ -1,7 +1,7 @@
-import type { KeyObject } from 'node:crypto'
 import {
   EnvelopeError,
   type EnvelopeHeader,
+  type EnvelopeKey,
   type EnvelopePurpose,
   openEnvelope,
   type SealedEnvelope,
@@ -33,17 +33,14 @@ export interface OpenItem {
 
 const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-/** Random bytes each item needs: the nonce, plus the DEK when RSA-OAEP wraps it. */
-export const randomBytesNeeded = (scheme: number, rsaScheme: number) => (scheme === rsaScheme ? 12 + 32 : 12)
-
-export function sealMany(keys: readonly KeyObject[], items: readonly SealItem[]): SealedEnvelope[] {
+export function sealMany(keys: readonly EnvelopeKey[], items: readonly SealItem[]): SealedEnvelope[] {
   return items.map((item) => {
     const random = asBuffer(item.random)
     let used = 0
     return sealEnvelope({
       purpose: item.purpose,
       header: item.header,
-      publicKey: keys[item.key]!,
+      key: keys[item.key]!,
       plaintext: asBuffer(item.plaintext),
       context: asBuffer(item.context),
       random(length) {
@@ -57,7 +54,7 @@ export function sealMany(keys: readonly KeyObject[], items: readonly SealItem[])
 }
 
 /** Null for an item that does not open (the one undifferentiated failure). */
-export function openMany(keys: readonly KeyObject[], items: readonly OpenItem[]): (Buffer | null)[] {
+export function openMany(keys: readonly EnvelopeKey[], items: readonly OpenItem[]): (Buffer | null)[] {
   return items.map((item) => {
     try {
       return openEnvelope({

@@ -1,6 +1,7 @@
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { AuditEntry } from '../audit/audit-store.ts'
 import type { Actor } from '../auth/request-context.ts'
+import { isAliasRef } from '../keys/alias-name.ts'
 import { AppError } from '../platform/errors.ts'
 
 /** What an audit record of a cryptographic operation may say: never inputs, outputs or context. */
@@ -25,7 +26,9 @@ export interface AuditTarget {
  * Runs one operation and records it: success once the result exists (the caller is answered
  * only after the record is durable), a refusal (a 4xx AppError) as a failure with its code.
  * Errors that are not refusals (a database outage) propagate unrecorded: the audit log would
- * fail alike.
+ * fail alike. Records name key ids: when the caller named the key by an alias (`attempt.keyId`
+ * at the start), the alias goes in the details, and a refusal before the key was found names
+ * no resource.
  */
 export async function auditedOperation<T>(
   audit: AuditLog,
@@ -33,6 +36,7 @@ export async function auditedOperation<T>(
   attempt: AuditTarget,
   operation: () => Promise<{ result: T; record: OperationRecord }>,
 ): Promise<T> {
+  const alias = isAliasRef(attempt.keyId) ? attempt.keyId : null
   let outcome: { result: T; record: OperationRecord }
   try {
     outcome = await operation()
@@ -41,10 +45,10 @@ export async function auditedOperation<T>(
       await audit.record({
         ...actor,
         action: attempt.action,
-        resource: attempt.keyId ? `key:${attempt.keyId}` : null,
+        resource: attempt.keyId && !isAliasRef(attempt.keyId) ? `key:${attempt.keyId}` : null,
         keyVersion: attempt.keyVersion ?? null,
         outcome: 'failure',
-        details: { error: error.code },
+        details: alias ? { error: error.code, alias } : { error: error.code },
       })
     }
     throw error
@@ -56,7 +60,11 @@ export async function auditedOperation<T>(
     resource: record.keyId ? `key:${record.keyId}` : null,
     keyVersion: record.keyVersion,
     outcome: 'success',
-    ...(record.details ? { details: record.details } : {}),
+    ...(alias
+      ? { details: { ...record.details, alias } }
+      : record.details
+        ? { details: record.details }
+        : {}),
   })
   return result
 }

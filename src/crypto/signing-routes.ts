@@ -3,10 +3,11 @@ import { access } from '../auth/access.ts'
 import { actorOf } from '../auth/request-context.ts'
 import { type DataRoute, dataRoute } from '../http/data-route.ts'
 import { errorResponses, nameSchema, Uuid } from '../http/http-schemas.ts'
+import { KeyRef } from '../keys/alias-schemas.ts'
 import { decodeBase64Field } from '../platform/base64.ts'
 import { invalidField } from '../platform/errors.ts'
-import { Base64, Base64Output, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
-import type { SignatureOptions } from './signing.ts'
+import { Base64, Base64Output, base64Length, KeyIdParams, KeyVersion } from './crypto-schemas.ts'
+import { MAX_SIGNATURE_CONTEXT_BYTES, MIN_MAC_BYTES, type SignatureOptions } from './signing.ts'
 import type { SigningService } from './signing-service.ts'
 
 const TAGS = ['Signatures and MACs']
@@ -43,19 +44,78 @@ const SchemeOptions = {
   ),
 }
 
+/**
+ * Room for a context of up to 258 bytes (the Base64 of 256 to 258 bytes is 344 characters): a
+ * context one byte too long reaches the service's check, whose message names the 255-byte limit.
+ */
+const SignatureContext = Type.Optional(
+  Base64(
+    'ML-DSA and SLH-DSA keys: the context string (FIPS 204 §5.2, FIPS 205 §10.2), 0 to 255 bytes, Base64; ' +
+      'verify needs the same one. Absent: the empty context. Other algorithms: 400',
+    base64Length(MAX_SIGNATURE_CONTEXT_BYTES + 1),
+  ),
+)
+
 const Message = Base64('The message (or its digest), Base64', MAX_MESSAGE_BASE64)
+
+/** Versioned signatures: `kms:v<version>:<Base64>` (as Vault's `vault:v1:`). */
+const VERSIONED_PREFIX = 'kms:v'
+const MAX_KEY_VERSION = 2_147_483_647
+/** The longest prefix: `kms:v2147483647:`. */
+const MAX_PREFIX_CHARS = VERSIONED_PREFIX.length + 10 + 1
+const MAX_SIGNATURE_BASE64 = 65_536
+
+const versionedSignature = (version: number, signature: Buffer) =>
+  `${VERSIONED_PREFIX}${version}:${signature.toString('base64')}`
+
+/**
+ * A signature as verify takes it: standard Base64, or the versioned form, whose version is
+ * returned. A plain signature cannot start with `kms:` (`:` is not a Base64 character), so the
+ * two never mix.
+ */
+function parseSignature(text: string): { signature: Buffer; version: number | undefined } {
+  if (!text.startsWith('kms:'))
+    return { signature: decodeBase64Field(text, 'body/signature'), version: undefined }
+  const end = text.indexOf(':', VERSIONED_PREFIX.length)
+  const digits = end < 0 ? '' : text.slice(VERSIONED_PREFIX.length, end)
+  if (
+    !text.startsWith(VERSIONED_PREFIX) ||
+    !/^[1-9][0-9]{0,9}$/.test(digits) ||
+    Number(digits) > MAX_KEY_VERSION
+  ) {
+    throw invalidField(
+      'body/signature',
+      `starts with kms: but is not a versioned signature kms:v<version>:<Base64> (version 1 to ${MAX_KEY_VERSION})`,
+    )
+  }
+  return { signature: decodeBase64Field(text.slice(end + 1), 'body/signature'), version: Number(digits) }
+}
 
 const SignBody = Type.Object(
   {
-    keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
+    keyId: Type.Optional(KeyRef('Signing key (default: the tenant default Signing key)')),
     message: Message,
     ...SchemeOptions,
+    signatureContext: SignatureContext,
+    signatureEncoding: Type.Optional(
+      Type.Enum(['plain', 'versioned'], {
+        default: 'plain',
+        description:
+          'plain: the signature as Base64. versioned: kms:v<keyVersion>:<Base64>, a signature that names the key ' +
+          "version that made it, so verify needs no keyVersion after a rotation (as Vault's vault:v1:)",
+      }),
+    ),
   },
-  { $id: 'SignRequest', additionalProperties: false, examples: [{ message: 'SGVsbG8sIHdvcmxkIQ==' }] },
+  {
+    $id: 'SignRequest',
+    additionalProperties: false,
+    // One example per body: @fastify/swagger turns several into a map that openapi.ts does not read.
+    examples: [{ message: 'SGVsbG8sIHdvcmxkIQ==', signatureEncoding: 'versioned' }],
+  },
 )
 
 const SignResponse = Type.Object({
-  signature: Base64Output('Base64'),
+  signature: Base64Output('Base64; with signatureEncoding versioned, kms:v<keyVersion>:<Base64>'),
   keyId: Uuid('The key that signed'),
   keyVersion: Type.Integer({
     description: 'The version that signed: pass it to verify once the key has rotated',
@@ -72,11 +132,21 @@ const AnsweredAlgorithm = Type.Optional(
 
 const VerifyBody = Type.Object(
   {
-    keyId: Type.Optional(Uuid('Signing key (default: the tenant default Signing key)')),
-    keyVersion: Type.Optional(KeyVersion('The version that signed (default: the current version)')),
+    keyId: Type.Optional(KeyRef('Signing key (default: the tenant default Signing key)')),
+    keyVersion: Type.Optional(
+      KeyVersion(
+        'The version that signed. Absent: the version a versioned signature names; for a plain signature, ' +
+          'every version of the key, newest first (the 100 most recent), the answer naming the one that matched',
+      ),
+    ),
     message: Message,
-    signature: Base64('The signature, Base64', 65_536),
+    signature: Type.String({
+      maxLength: MAX_PREFIX_CHARS + MAX_SIGNATURE_BASE64,
+      description:
+        'The signature: Base64, or the versioned form kms:v<keyVersion>:<Base64> that sign answers',
+    }),
     ...SchemeOptions,
+    signatureContext: SignatureContext,
     algorithm: AnsweredAlgorithm,
     signingScheme: Type.Optional(
       Type.String({
@@ -92,9 +162,9 @@ const VerifyBody = Type.Object(
     examples: [
       {
         keyId: '3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f',
-        keyVersion: 1,
         message: 'SGVsbG8sIHdvcmxkIQ==',
-        signature: 'yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg==',
+        signature:
+          'kms:v1:yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg==',
       },
     ],
   },
@@ -103,13 +173,30 @@ const VerifyBody = Type.Object(
 const VerifyResponse = Type.Object({
   valid: Type.Boolean(),
   keyId: Uuid('The key used'),
-  keyVersion: Type.Integer({ description: 'The version used' }),
+  keyVersion: Type.Integer({
+    description:
+      'The version used: the one named (keyVersion or a versioned signature), else the one that matched; when none did, the current version',
+  }),
 })
 nameSchema(VerifyResponse, 'VerifyResponse')
 
+/** RFC 2104 section 5: a MAC may be truncated to its leftmost bytes, never below half the output or 16 bytes. */
+const MacLength = Type.Optional(
+  Type.Integer({
+    minimum: MIN_MAC_BYTES,
+    maximum: 64,
+    description:
+      'Truncate the MAC to its leftmost macLength bytes (RFC 2104 §5): 16 up to the full length (32, 48 or 64 for HMAC-SHA256/384/512). Absent: the full MAC. Verify compares that many bytes',
+  }),
+)
+
 const MacBody = Type.Object(
-  { data: Message },
-  { $id: 'MacRequest', additionalProperties: false, examples: [{ data: 'SGVsbG8sIHdvcmxkIQ==' }] },
+  { data: Message, macLength: MacLength },
+  {
+    $id: 'MacRequest',
+    additionalProperties: false,
+    examples: [{ data: 'SGVsbG8sIHdvcmxkIQ==' }],
+  },
 )
 const MacResponse = Type.Object({
   mac: Base64Output('Base64'),
@@ -124,9 +211,14 @@ const MacVerifyBody = Type.Object(
   {
     data: Message,
     mac: Base64('The MAC, Base64', 1024),
-    keyVersion: Type.Optional(KeyVersion('The version that computed the MAC (default: the current version)')),
-    keyId: Type.Optional(Uuid('From the mac answer: must be the key of the path')),
+    keyVersion: Type.Optional(
+      KeyVersion(
+        'The version that computed the MAC. Absent: every version of the key, newest first (the 100 most recent), the answer naming the one that matched',
+      ),
+    ),
+    keyId: Type.Optional(KeyRef('From the mac answer: must be the key of the path')),
     algorithm: AnsweredAlgorithm,
+    macLength: MacLength,
   },
   {
     $id: 'MacVerifyRequest',
@@ -164,12 +256,17 @@ function optionsOf(body: {
   rsaPadding?: 'PSS' | 'PKCS1' | undefined
   signatureFormat?: 'DER' | 'P1363' | undefined
   saltLength?: number | undefined
+  signatureContext?: string | undefined
 }): SignatureOptions {
   return {
     messageType: body.messageType ?? 'RAW',
     rsaPadding: body.rsaPadding ?? 'PSS',
     signatureFormat: body.signatureFormat ?? 'DER',
     saltLength: body.saltLength,
+    context:
+      body.signatureContext === undefined
+        ? undefined
+        : decodeBase64Field(body.signatureContext, 'body/signatureContext'),
   }
 }
 
@@ -192,7 +289,11 @@ export function signingRoutes(signing: SigningService): DataRoute[] {
           message: decodeBase64Field(request.body.message, 'body/message'),
           options: optionsOf(request.body),
         })
-        return { ...result, signature: result.signature.toString('base64') }
+        const signature =
+          request.body.signatureEncoding === 'versioned'
+            ? versionedSignature(result.keyVersion, result.signature)
+            : result.signature.toString('base64')
+        return { ...result, signature }
       },
     }),
 
@@ -207,14 +308,23 @@ export function signingRoutes(signing: SigningService): DataRoute[] {
         body: VerifyBody,
         response: { 200: VerifyResponse, ...errorResponses(403, 404, 409, 503) },
       },
-      handler: async (request) =>
-        signing.verify(actorOf(request), {
+      handler: async (request) => {
+        const { signature, version } = parseSignature(request.body.signature)
+        const keyVersion = request.body.keyVersion
+        if (version !== undefined && keyVersion !== undefined && keyVersion !== version) {
+          throw invalidField(
+            'body/keyVersion',
+            `is ${keyVersion}, but the signature names version ${version}`,
+          )
+        }
+        return signing.verify(actorOf(request), {
           keyId: request.body.keyId,
-          keyVersion: request.body.keyVersion,
+          keyVersion: keyVersion ?? version,
           message: decodeBase64Field(request.body.message, 'body/message'),
-          signature: decodeBase64Field(request.body.signature, 'body/signature'),
+          signature,
           options: optionsOf(withScheme(request.body)),
-        }),
+        })
+      },
     }),
 
     dataRoute({
@@ -233,6 +343,7 @@ export function signingRoutes(signing: SigningService): DataRoute[] {
         const result = await signing.mac(actorOf(request), {
           keyId: request.params.keyId,
           data: decodeBase64Field(request.body.data, 'body/data'),
+          macLength: request.body.macLength,
         })
         return { ...result, mac: result.mac.toString('base64') }
       },
@@ -251,15 +362,14 @@ export function signingRoutes(signing: SigningService): DataRoute[] {
         response: { 200: VerifyResponse, ...errorResponses(403, 404, 409) },
       },
       handler: async (request) => {
-        const keyId = request.params.keyId
-        if (request.body.keyId !== undefined && request.body.keyId !== keyId) {
-          throw invalidField('body/keyId', `names key ${request.body.keyId}, but the path names key ${keyId}`)
-        }
         return signing.verifyMac(actorOf(request), {
-          keyId,
+          keyId: request.params.keyId,
+          // Compared with the path's key once both are resolved (either may be an alias): 400.
+          bodyKeyId: request.body.keyId,
           keyVersion: request.body.keyVersion,
           data: decodeBase64Field(request.body.data, 'body/data'),
           mac: decodeBase64Field(request.body.mac, 'body/mac'),
+          macLength: request.body.macLength,
         })
       },
     }),

@@ -1,6 +1,7 @@
 import {
   constants,
   createHash,
+  createHmac,
   type KeyObject,
   privateEncrypt,
   publicDecrypt,
@@ -10,14 +11,14 @@ import {
 } from 'node:crypto'
 import { p256, p384, p521 } from '@noble/curves/nist.js'
 import type { NodeKeySpec } from '../keys/algorithms.ts'
-import { AppError } from '../platform/errors.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 
 /**
  * Signature schemes (DESIGN "Signing algorithms"): RSA signs with RSASSA-PSS/SHA-256 (salt
  * length 32, the digest length) unless PKCS#1 v1.5 is asked for; ECDSA with the curve's SHA-2,
  * DER-encoded unless IEEE P1363 (r || s) is asked for; Ed25519, ML-DSA and SLH-DSA sign the
- * message itself (pure mode, empty context). Pure functions of their inputs, so the crypto
- * pool's worker threads run them unchanged.
+ * message itself (pure mode; ML-DSA and SLH-DSA with the caller's context string, empty by
+ * default). Pure functions of their inputs, so the crypto pool's worker threads run them unchanged.
  */
 type RsaPadding = 'PSS' | 'PKCS1'
 type SignatureFormat = 'DER' | 'P1363'
@@ -35,7 +36,15 @@ export interface SignatureOptions {
    * verification weaker than the signer intended).
    */
   saltLength?: number | undefined
+  /**
+   * The context string of pure ML-DSA (FIPS 204 §5.2) and SLH-DSA (FIPS 205 §10.2), 0 to 255
+   * bytes; absent: the empty context. A Uint8Array once it has crossed to a worker thread.
+   */
+  context?: Uint8Array | undefined
 }
+
+/** The longest context string FIPS 204 and FIPS 205 allow. */
+export const MAX_SIGNATURE_CONTEXT_BYTES = 255
 
 /** The service's PSS salt length: the SHA-256 digest length. */
 const PSS_SALT_BYTES = 32
@@ -81,11 +90,32 @@ const PURE_SCHEME_NAMES: Partial<Record<NodeKeySpec['kind'], string>> = {
   ed25519: 'Ed25519',
 }
 
+/** The schemes that take a context string: pure ML-DSA and SLH-DSA. */
+const takesContext = (spec: NodeKeySpec) =>
+  spec.kind.startsWith('ml-dsa-') || spec.kind.startsWith('slh-dsa-')
+
 /**
- * Refuses pre-hashed input the key cannot take. Callers check before signing or verifying (on
- * the main thread: an error thrown in a worker thread loses its class on the way back).
+ * Refuses options the key cannot take: pre-hashed input, a salt length, a context string.
+ * Callers check before signing or verifying (on the main thread: an error thrown in a worker
+ * thread loses its class on the way back).
  */
-export function checkDigest(spec: NodeKeySpec, options: SignatureOptions, message: Buffer): void {
+export function checkOptions(spec: NodeKeySpec, options: SignatureOptions, message: Buffer): void {
+  if (options.context !== undefined) {
+    if (!takesContext(spec)) {
+      throw invalidField(
+        'body/signatureContext',
+        spec.kind === 'ed25519'
+          ? 'is not for Ed25519 keys: Ed25519 (RFC 8032, pure) has no context string (Ed25519ctx is another scheme, not offered); contexts are for ML-DSA and SLH-DSA keys'
+          : `is not for ${spec.kind === 'rsa' ? 'RSA' : 'ECDSA'} keys: contexts are for ML-DSA and SLH-DSA keys`,
+      )
+    }
+    if (options.context.length > MAX_SIGNATURE_CONTEXT_BYTES) {
+      throw invalidField(
+        'body/signatureContext',
+        `must be at most ${MAX_SIGNATURE_CONTEXT_BYTES} bytes (FIPS 204 §5.2), got ${options.context.length}`,
+      )
+    }
+  }
   if (options.saltLength !== undefined) {
     if (spec.kind !== 'rsa' || options.rsaPadding !== 'PSS') {
       throw new AppError(
@@ -168,7 +198,7 @@ export function createSignature(
       scalar.fill(0)
     }
   }
-  return sign(null, message, privateKey)
+  return sign(null, message, options.context ? { key: privateKey, context: options.context } : privateKey)
 }
 
 /** False for any signature that does not verify, including malformed ones: never throws for them. */
@@ -212,10 +242,51 @@ export function verifySignature(
         format: options.signatureFormat === 'DER' ? 'der' : 'compact',
       })
     }
-    return verify(null, message, publicKey, signature)
+    return verify(
+      null,
+      message,
+      options.context ? { key: publicKey, context: options.context } : publicKey,
+      signature,
+    )
   } catch {
     return false
   }
+}
+
+/**
+ * The index of the first of `publicKeys` (key versions, newest first) under which the signature
+ * verifies, or -1: verification without a key version tries each in turn.
+ */
+export function verifyingKeyIndex(
+  spec: NodeKeySpec,
+  publicKeys: readonly KeyObject[],
+  message: Buffer,
+  signature: Buffer,
+  options: SignatureOptions,
+): number {
+  return publicKeys.findIndex((key) => verifySignature(spec, key, message, signature, options))
+}
+
+/**
+ * The index of the first of `secretKeys` whose HMAC of `data`, cut to `length` bytes, is `mac`,
+ * or -1. The length of a MAC is public (the algorithm or the caller's truncation fixes it); its
+ * bytes are compared in constant time.
+ */
+/** The shortest truncated MAC accepted: 128 bits (RFC 2104 §5 asks for at least half the output and 80 bits). */
+export const MIN_MAC_BYTES = 16
+
+export function matchingMacIndex(
+  hash: string,
+  secretKeys: readonly KeyObject[],
+  data: Buffer,
+  mac: Buffer,
+  length: number,
+): number {
+  if (mac.length !== length) return -1
+  return secretKeys.findIndex((key) => {
+    const expected = createHmac(hash, key).update(data).digest()
+    return expected.length >= length && timingSafeEqual(expected.subarray(0, length), mac)
+  })
 }
 
 /** The uncompressed point at the end of an EC SubjectPublicKeyInfo. */

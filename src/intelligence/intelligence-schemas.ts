@@ -1,5 +1,6 @@
 import { Type } from 'typebox'
 import { nameSchema, PageQuery, Timestamp, Uuid } from '../http/http-schemas.ts'
+import { KeyRef as KeyReference } from '../keys/alias-schemas.ts'
 
 const KeyRef = Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false })
 
@@ -148,4 +149,4 @@ export const JobSchema = Type.Object(
 )
 nameSchema(JobSchema, 'TagSuggestionJob')
 
-export const KeyIdParams = Type.Object({ keyId: Uuid('The key') }, { additionalProperties: false })
+export const KeyIdParams = Type.Object({ keyId: KeyReference('The key') }, { additionalProperties: false })

@@ -302,8 +302,9 @@ export function createIntelligenceService(deps: {
   return {
     insights: (actor) => report(actor),
     async keyInsights(actor, keyId) {
-      await directories.keys.get(actor, keyId)
-      return report(actor, keyId)
+      // The key service resolves an alias and applies an API key's restriction.
+      const key = await directories.keys.get(actor, keyId)
+      return report(actor, key.id)
     },
     async suggestForKey(actor, keyId) {
       const key = await directories.keys.get(actor, keyId)
@@ -312,7 +313,7 @@ export function createIntelligenceService(deps: {
       await audit.record({
         ...actor,
         action: 'tag_suggestions.suggest',
-        resource: `key:${keyId}`,
+        resource: `key:${key.id}`,
         outcome: 'success',
         details: { created: created.length, engine: deps.engine.name },
       })

@@ -22,6 +22,10 @@ export const ALGORITHM_NAMES = [
   'HMAC-SHA256',
   'HMAC-SHA384',
   'HMAC-SHA512',
+  'AES-128-GCM',
+  'AES-192-GCM',
+  'AES-256-GCM',
+  'X-Wing',
 ] as const
 export type AlgorithmName = (typeof ALGORITHM_NAMES)[number]
 
@@ -37,6 +41,13 @@ export type NodeKeySpec =
   | { kind: 'ec'; namedCurve: 'P-256' | 'P-384' | 'P-521'; opensslCurve: string }
   | { kind: 'ed25519' }
   | { kind: 'hmac'; hash: 'sha256' | 'sha384' | 'sha512'; secretBytes: number; blockBytes: number }
+  | { kind: 'aes-gcm'; secretBytes: 16 | 24 | 32 }
+  /** ML-KEM-768 + X25519 (src/crypto/xwing.ts): not a node key type, built from its seed. */
+  | { kind: 'x-wing' }
+
+/** Symmetric algorithms: the key is one secret (HMAC, AES), with no public part. */
+export const isSymmetric = (spec: NodeKeySpec): spec is Extract<NodeKeySpec, { secretBytes: number }> =>
+  spec.kind === 'hmac' || spec.kind === 'aes-gcm'
 
 export interface Algorithm {
   name: AlgorithmName
@@ -120,6 +131,26 @@ const ALGORITHM_LIST: readonly Algorithm[] = [
       jwkAlg: { HMAC: `HS${bits}` },
     }),
   ),
+  ...([128, 192, 256] as const).map(
+    (bits): Algorithm => ({
+      name: `AES-${bits}-GCM`,
+      keyTypes: ['Encryption'],
+      // AES-256 keeps 128-bit security against Grover's search (CNSA 2.0 lists it); the smaller
+      // sizes serve imported keys and interoperability.
+      isPostQuantum: bits === 256,
+      spec: { kind: 'aes-gcm', secretBytes: (bits / 8) as 16 | 24 | 32 },
+      jwkAlg: { Encryption: `A${bits}GCM` },
+    }),
+  ),
+  {
+    // draft-connolly-cfrg-xwing-kem: a hybrid of ML-KEM-768 and X25519, secure while either holds.
+    name: 'X-Wing',
+    keyTypes: ['Encryption'],
+    isPostQuantum: true,
+    spec: { kind: 'x-wing' },
+    // No JOSE registration: no JWK form.
+    jwkAlg: {},
+  },
 ]
 
 const BY_NAME = new Map<string, Algorithm>(ALGORITHM_LIST.map((a) => [a.name, a]))

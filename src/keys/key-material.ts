@@ -11,8 +11,23 @@ import {
   timingSafeEqual,
   verify,
 } from 'node:crypto'
+import {
+  isXWingSpki,
+  XWING,
+  XWingError,
+  type XWingPrivateKey,
+  xwingDecapsulate,
+  xwingEncapsulate,
+  xwingGenerateKey,
+  xwingKeyFromSeed,
+  xwingPkcs8,
+  xwingPublicKey,
+  xwingPublicKeyFromSpki,
+  xwingSeedFromPkcs8,
+  xwingSpki,
+} from '../crypto/xwing.ts'
 import { isStrictBase64 } from '../platform/base64.ts'
-import { type Algorithm, type AlgorithmName, algorithmByName } from './algorithms.ts'
+import { type Algorithm, type AlgorithmName, algorithmByName, isSymmetric } from './algorithms.ts'
 import {
   checkKdfCost,
   EncryptedKeyError,
@@ -28,9 +43,12 @@ import {
  * password never reaches an error, and so never a log or a response.
  */
 
-/** A version's material: PKCS#8 DER of the private key (or the HMAC secret) and the SPKI DER public key. */
+/**
+ * A version's material: PKCS#8 DER of the private key (or the HMAC or AES secret) and the SPKI DER
+ * public key. A public-key-only import has no secret.
+ */
 export interface KeyMaterial {
-  secret: Buffer
+  secret: Buffer | null
   publicKey: Buffer | null
 }
 
@@ -53,7 +71,8 @@ export class KeyMaterialError extends Error {
 export function generateMaterial(name: AlgorithmName): KeyMaterial {
   const algorithm = algorithmByName(name)
   const spec = algorithm.spec
-  if (spec.kind === 'hmac') return { secret: randomBytes(spec.secretBytes), publicKey: null }
+  if (isSymmetric(spec)) return { secret: randomBytes(spec.secretBytes), publicKey: null }
+  if (spec.kind === 'x-wing') return xwingGenerateMaterial()
   // biome-ignore lint/suspicious/noExplicitAny: generateKeyPairSync's overloads do not cover a computed type name
   const generate = generateKeyPairSync as (type: string, options: object) => any
   const options =
@@ -83,6 +102,8 @@ export interface ImportRequest {
   /** PEM text, Base64 of DER or raw bytes, or a JWK object. */
   material: string | Record<string, unknown>
   password?: string | undefined
+  /** The material is a public key (SPKI, public JWK, raw public encoding): no private key is kept. */
+  publicOnly?: boolean | undefined
 }
 
 function decodeBase64(text: string, what: string): Buffer {
@@ -123,7 +144,10 @@ function parsePem(text: string, format: ImportFormat, password: string | undefin
   const label = PEM_LABEL.exec(text)?.[1]
   if (!label) throw new KeyMaterialError('invalid_key_material', `The key material is not ${format} text`)
   if (label.includes('PUBLIC KEY') || label === 'CERTIFICATE') {
-    throw new KeyMaterialError('private_key_required', 'Import needs a private key, not a public key')
+    throw new KeyMaterialError(
+      'private_key_required',
+      'Import needs a private key, not a public key (to import a public key alone, set publicOnly: true)',
+    )
   }
   if (format === 'PKCS#8' && label !== 'PRIVATE KEY' && label !== 'ENCRYPTED PRIVATE KEY') {
     throw new KeyMaterialError('invalid_key_material', `A PKCS#8 key is labelled PRIVATE KEY, not ${label}`)
@@ -151,6 +175,18 @@ function parseDer(der: Buffer, format: ImportFormat, password: string | undefine
     } catch (error) {
       first ??= error
     }
+  }
+  // A public key (SPKI) where a private one is expected: say so, as PEM and JWK do.
+  let isSpki = false
+  try {
+    createPublicKey({ key: der, format: 'der', type: 'spki' })
+    isSpki = true
+  } catch {}
+  if (isSpki) {
+    throw new KeyMaterialError(
+      'private_key_required',
+      'Import needs a private key, not a public key (to import a public key alone, set publicOnly: true)',
+    )
   }
   throw parseFailure(first, format, password !== undefined && isEncryptedPkcs8(der))
 }
@@ -223,7 +259,10 @@ function parseRaw(bytes: Buffer, algorithm: Algorithm): KeyObject {
 function parseJwk(jwk: Record<string, unknown>): KeyObject {
   const hasPrivatePart = 'd' in jwk || 'priv' in jwk
   if (!hasPrivatePart) {
-    throw new KeyMaterialError('private_key_required', 'Import needs a private JWK (with d or priv)')
+    throw new KeyMaterialError(
+      'private_key_required',
+      'Import needs a private JWK (with d or priv); to import a public key alone, set publicOnly: true',
+    )
   }
   let key: KeyObject
   try {
@@ -251,19 +290,30 @@ function parseJwk(jwk: Record<string, unknown>): KeyObject {
   return key
 }
 
-function importHmacSecret(request: ImportRequest, algorithm: Algorithm): Buffer {
+/** Imported HMAC secrets: 128 bits at least (NIST SP 800-107), and bounded; longer than a block is hashed (RFC 2104). */
+const HMAC_IMPORT_BYTES = { min: 16, max: 1024 } as const
+
+function importSecret(request: ImportRequest, algorithm: Algorithm): Buffer {
   const spec = algorithm.spec
-  if (spec.kind !== 'hmac') throw new Error('not an HMAC algorithm')
+  if (!isSymmetric(spec)) throw new Error('not a symmetric algorithm')
+  const kind = spec.kind === 'hmac' ? 'HMAC' : 'AES'
+  const jwkAlg = spec.kind === 'hmac' ? algorithm.jwkAlg.HMAC : algorithm.jwkAlg.Encryption
+  if (request.publicOnly) {
+    throw new KeyMaterialError(
+      'no_public_key',
+      `${algorithm.name} keys are symmetric: there is no public key`,
+    )
+  }
   let secret: Buffer
   if (request.format === 'RAW') {
     secret = decodeBase64(asText(request.material, 'RAW'), 'keyMaterial')
   } else if (request.format === 'JWK') {
     const jwk = request.material
     if (typeof jwk !== 'object' || jwk['kty'] !== 'oct' || typeof jwk['k'] !== 'string') {
-      throw new KeyMaterialError('invalid_key_material', 'An HMAC JWK has kty "oct" and the secret in k')
+      throw new KeyMaterialError('invalid_key_material', `An ${kind} JWK has kty "oct" and the secret in k`)
     }
     const given = jwk['alg']
-    if (given !== undefined && given !== algorithm.jwkAlg.HMAC) {
+    if (given !== undefined && given !== jwkAlg) {
       throw new KeyMaterialError(
         'algorithm_mismatch',
         `The JWK is for ${String(given)}, not ${algorithm.name}`,
@@ -274,13 +324,17 @@ function importHmacSecret(request: ImportRequest, algorithm: Algorithm): Buffer 
     }
     secret = Buffer.from(jwk['k'], 'base64url')
   } else {
-    throw new KeyMaterialError('format_not_supported', 'HMAC secrets are imported as RAW (Base64) or JWK')
+    throw new KeyMaterialError('format_not_supported', `${kind} secrets are imported as RAW (Base64) or JWK`)
   }
-  // RFC 2104: shorter than the hash output weakens the MAC; longer than a block is hashed down anyway.
-  if (secret.length < spec.secretBytes || secret.length > spec.blockBytes) {
+  const [min, max] =
+    spec.kind === 'hmac'
+      ? [HMAC_IMPORT_BYTES.min, HMAC_IMPORT_BYTES.max]
+      : [spec.secretBytes, spec.secretBytes]
+  if (secret.length < min || secret.length > max) {
+    const sizes = min === max ? `${min} bytes` : `${min} to ${max} bytes`
     throw new KeyMaterialError(
       'key_size_mismatch',
-      `An ${algorithm.name} secret is ${spec.secretBytes} to ${spec.blockBytes} bytes, not ${secret.length}`,
+      `An ${algorithm.name} secret is ${sizes}, not ${secret.length}`,
     )
   }
   return secret
@@ -406,7 +460,9 @@ function derCandidates(request: ImportRequest): { der: Buffer; encryptedLabel: b
  * (pkcs8-encryption.ts), before any KDF runs. Cheap: the pool calls it on the event loop.
  */
 export function checkImportCost(request: ImportRequest): void {
-  if (algorithmByName(request.algorithm).spec.kind === 'hmac') return
+  const spec = algorithmByName(request.algorithm).spec
+  // X-Wing keys are never decrypted on import (xwingImport refuses them): no KDF to bound.
+  if (isSymmetric(spec) || spec.kind === 'x-wing' || request.publicOnly) return
   try {
     for (const { der, encryptedLabel } of derCandidates(request)) {
       const cost = encryptedKeyCost(der)
@@ -426,7 +482,11 @@ export function checkImportCost(request: ImportRequest): void {
 
 export function importMaterial(request: ImportRequest): KeyMaterial {
   const algorithm = algorithmByName(request.algorithm)
-  if (algorithm.spec.kind === 'hmac') return { secret: importHmacSecret(request, algorithm), publicKey: null }
+  if (isSymmetric(algorithm.spec)) return { secret: importSecret(request, algorithm), publicKey: null }
+  if (algorithm.spec.kind === 'x-wing') {
+    return request.publicOnly ? xwingImportPublic(request) : xwingImport(request)
+  }
+  if (request.publicOnly) return importPublicMaterial(request, algorithm)
   // Again here, for any caller that did not go through the pool.
   checkImportCost(request)
   let key: KeyObject
@@ -460,6 +520,157 @@ export function importMaterial(request: ImportRequest): KeyMaterial {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Public-key-only import
+// ---------------------------------------------------------------------------------------------
+
+/** Raw public encodings: FIPS 203/204/205 and RFC 8032 byte strings, of a fixed length. */
+const RAW_PUBLIC_BYTES: Partial<Record<string, number>> = {
+  'ml-kem-512': 800,
+  'ml-kem-768': 1184,
+  'ml-kem-1024': 1568,
+  'ml-dsa-44': 1312,
+  'ml-dsa-65': 1952,
+  'ml-dsa-87': 2592,
+  'slh-dsa-sha2-128s': 32,
+  ed25519: 32,
+}
+
+const EC_FIELD_BYTES: Record<string, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 }
+
+const publicParseFailure = (format: string) =>
+  new KeyMaterialError('invalid_key_material', `The key material is not a valid ${format} public key`)
+
+const privateGiven = () =>
+  new KeyMaterialError(
+    'public_key_expected',
+    'publicOnly imports take a public key; this is a private key (import it without publicOnly, or send its public part)',
+  )
+
+function parsePublicPem(text: string): KeyObject {
+  const blocks = pemBlocks(text)
+  if (blocks.length !== 1) {
+    throw new KeyMaterialError('invalid_key_material', 'keyMaterial must hold exactly one PEM block')
+  }
+  const label = blocks[0]!.label
+  if (label.includes('PRIVATE KEY')) throw privateGiven()
+  if (label !== 'PUBLIC KEY' && label !== 'RSA PUBLIC KEY') {
+    throw new KeyMaterialError(
+      'invalid_key_material',
+      `A public key is labelled PUBLIC KEY (or RSA PUBLIC KEY), not ${label}`,
+    )
+  }
+  try {
+    return createPublicKey({ key: text, format: 'pem' })
+  } catch {
+    throw publicParseFailure('PEM')
+  }
+}
+
+function parsePublicDer(der: Buffer): KeyObject {
+  // SPKI, or the PKCS#1 RSAPublicKey; never a private structure. Given type pkcs1, createPublicKey
+  // also reads a private key (PKCS#8, PKCS#1, SEC 1) and derives its public key: those are
+  // recognised first and refused.
+  try {
+    return createPublicKey({ key: der, format: 'der', type: 'spki' })
+  } catch {}
+  for (const type of ['pkcs8', 'pkcs1', 'sec1'] as const) {
+    let parsed = false
+    try {
+      createPrivateKey({ key: der, format: 'der', type })
+      parsed = true
+    } catch {}
+    if (parsed) throw privateGiven()
+  }
+  try {
+    return createPublicKey({ key: der, format: 'der', type: 'pkcs1' })
+  } catch {}
+  throw publicParseFailure('DER (SPKI)')
+}
+
+function parsePublicJwk(jwk: Record<string, unknown>): KeyObject {
+  if ('d' in jwk || 'priv' in jwk || 'p' in jwk) throw privateGiven()
+  try {
+    return createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' })
+  } catch {
+    throw publicParseFailure('JWK')
+  }
+}
+
+function parsePublicRaw(bytes: Buffer, algorithm: Algorithm): KeyObject {
+  const spec = algorithm.spec
+  if (spec.kind === 'rsa') return parsePublicDer(bytes)
+  if (spec.kind === 'ec') {
+    const field = EC_FIELD_BYTES[spec.namedCurve]!
+    // SEC 1 section 2.3.3: 0x04 || X || Y, or compressed 0x02/0x03 || X.
+    if (bytes.length !== 1 + 2 * field && bytes.length !== 1 + field) {
+      throw new KeyMaterialError(
+        'key_size_mismatch',
+        `A RAW ${algorithm.name} public key is a SEC 1 point of ${1 + 2 * field} (uncompressed) or ${1 + field} (compressed) bytes, not ${bytes.length}`,
+      )
+    }
+    try {
+      return createPublicKey({
+        key: bytes,
+        format: 'raw-public',
+        asymmetricKeyType: 'ec',
+        namedCurve: spec.namedCurve,
+      } as never)
+    } catch {
+      throw publicParseFailure('RAW')
+    }
+  }
+  const expected = RAW_PUBLIC_BYTES[spec.kind]
+  if (expected === undefined) {
+    throw new KeyMaterialError('format_not_supported', `RAW is not supported for ${algorithm.name}`)
+  }
+  if (bytes.length !== expected) {
+    throw new KeyMaterialError(
+      'key_size_mismatch',
+      `A RAW ${algorithm.name} public key is ${expected} bytes, not ${bytes.length}`,
+    )
+  }
+  try {
+    return createPublicKey({ key: bytes, format: 'raw-public', asymmetricKeyType: spec.kind } as never)
+  } catch {
+    // OpenSSL checks what FIPS 203 section 7.2 asks of an encapsulation key (every coefficient
+    // below q) and refuses an EC point off its curve.
+    throw publicParseFailure('RAW')
+  }
+}
+
+/** A public key alone: parsed, checked against the declared algorithm, kept as SPKI DER. */
+function importPublicMaterial(request: ImportRequest, algorithm: Algorithm): KeyMaterial {
+  let key: KeyObject
+  switch (request.format) {
+    case 'PEM':
+    case 'PKCS#8': {
+      if (request.format === 'PKCS#8') {
+        throw new KeyMaterialError(
+          'format_not_supported',
+          'PKCS#8 holds private keys; a public key is PEM, DER, JWK or RAW',
+        )
+      }
+      key = parsePublicPem(asText(request.material, 'PEM'))
+      break
+    }
+    case 'DER':
+      key = parsePublicDer(decodeBase64(asText(request.material, 'DER'), 'keyMaterial'))
+      break
+    case 'JWK':
+      if (typeof request.material !== 'object') {
+        throw new KeyMaterialError('invalid_key_material', 'keyMaterial must be a JWK object for format JWK')
+      }
+      key = parsePublicJwk(request.material)
+      break
+    case 'RAW':
+      key = parsePublicRaw(decodeBase64(asText(request.material, 'RAW'), 'keyMaterial'), algorithm)
+      break
+  }
+  checkMatches(key, algorithm)
+  return { secret: null, publicKey: key.export({ format: 'der', type: 'spki' }) }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Export
 // ---------------------------------------------------------------------------------------------
 
@@ -482,6 +693,7 @@ export function exportPublic(
   format: PublicFormat,
   kid: string,
 ): PublicExport {
+  if (algorithm.spec.kind === 'x-wing') return xwingExportPublic(spki, format)
   const key = publicKeyObject(spki)
   switch (format) {
     case 'PEM': {
@@ -538,16 +750,18 @@ export function exportPrivate(
       'Password protection applies to PEM and DER (PKCS#8) only',
     )
   }
-  if (spec.kind === 'hmac') {
+  if (isSymmetric(spec)) {
     if (format === 'RAW') return { value: secret.toString('base64'), encrypted: false }
+    const alg = spec.kind === 'hmac' ? algorithm.jwkAlg.HMAC : algorithm.jwkAlg.Encryption
     if (format === 'JWK') {
-      return {
-        value: { kty: 'oct', k: secret.toString('base64url'), alg: algorithm.jwkAlg.HMAC },
-        encrypted: false,
-      }
+      return { value: { kty: 'oct', k: secret.toString('base64url'), alg }, encrypted: false }
     }
-    throw new KeyMaterialError('format_not_supported', 'HMAC secrets are exported as RAW or JWK')
+    throw new KeyMaterialError(
+      'format_not_supported',
+      `${spec.kind === 'hmac' ? 'HMAC' : 'AES'} secrets are exported as RAW or JWK`,
+    )
   }
+  if (spec.kind === 'x-wing') return xwingExportPrivate(secret, format, password)
   const key = createPrivateKey({ key: secret, format: 'der', type: 'pkcs8' })
   if (password !== undefined) {
     // Not KeyObject.export's passphrase: that derives the key with 2,048 PBKDF2 iterations.
@@ -582,6 +796,249 @@ export function exportPrivate(
           'format_not_supported',
           'This key was imported without its seed; use PEM, DER or JWK',
         )
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// X-Wing (src/crypto/xwing.ts, draft-connolly-cfrg-xwing-kem). OpenSSL does not know id-XWing,
+// so these keys never reach createPrivateKey or createPublicKey as PKCS#8 or SPKI: the stored
+// forms are the draft's (PKCS#8 of the 32-byte seed, SPKI of the 1216-byte public key), built
+// and read by xwing.ts. No JWK form (no JOSE registration), no password-protected import.
+// ---------------------------------------------------------------------------------------------
+
+function xwingMaterial(seed: Buffer, key: XWingPrivateKey): KeyMaterial {
+  return { secret: xwingPkcs8(seed), publicKey: xwingSpki(key.publicKey.bytes) }
+}
+
+function xwingGenerateMaterial(): KeyMaterial {
+  const { seed, privateKey } = xwingGenerateKey()
+  try {
+    return xwingMaterial(seed, privateKey)
+  } finally {
+    seed.fill(0)
+  }
+}
+
+const xwingNoJwk = () =>
+  new KeyMaterialError(
+    'format_not_supported',
+    'X-Wing keys have no JWK form (no JOSE registration); use PEM, DER or RAW',
+  )
+
+const xwingNoPassword = () =>
+  new KeyMaterialError(
+    'format_not_supported',
+    'Encrypted X-Wing private keys are not imported: decrypt it and import the PKCS#8 key (PEM, PKCS#8 or DER) or its RAW seed',
+  )
+
+/** The DER of the one PEM block of `text`, with its label. */
+function xwingPemDer(text: string): { label: string; der: Buffer } {
+  const blocks = pemBlocks(text)
+  if (blocks.length !== 1) {
+    throw new KeyMaterialError('invalid_key_material', 'keyMaterial must hold exactly one PEM block')
+  }
+  const { label, body } = blocks[0]!
+  if (body.includes(':')) {
+    throw new KeyMaterialError('invalid_key_material', 'An X-Wing PEM block has no PEM headers')
+  }
+  return { label, der: decodeBase64(body, 'The PEM body') }
+}
+
+/** What OpenSSL makes of DER that is not an X-Wing structure, to name it in the refusal. */
+function otherKey(der: Buffer, kind: 'private' | 'public'): KeyObject | undefined {
+  try {
+    return kind === 'private'
+      ? createPrivateKey({ key: der, format: 'der', type: 'pkcs8' })
+      : createPublicKey({ key: der, format: 'der', type: 'spki' })
+  } catch {
+    return undefined
+  }
+}
+
+const xwingMismatch = (key: KeyObject) =>
+  new KeyMaterialError('algorithm_mismatch', `The key material is ${describe(key)}, not X-Wing`)
+
+/** The seed of an X-Wing PKCS#8 DER; anything else refused with what it is. */
+function xwingSeedOf(der: Buffer): Buffer {
+  try {
+    return xwingSeedFromPkcs8(der)
+  } catch {}
+  if (isXWingSpki(der) || otherKey(der, 'public')) {
+    throw new KeyMaterialError(
+      'private_key_required',
+      'Import needs a private key, not a public key (to import a public key alone, set publicOnly: true)',
+    )
+  }
+  if (encryptedKeyCostOrNull(der)) throw xwingNoPassword()
+  const other = otherKey(der, 'private')
+  if (other) throw xwingMismatch(other)
+  throw new KeyMaterialError(
+    'invalid_key_material',
+    'The key material is not an X-Wing PKCS#8 private key (id-XWing 1.3.6.1.4.1.62253.25722, the 32-byte seed)',
+  )
+}
+
+function encryptedKeyCostOrNull(der: Buffer): boolean {
+  try {
+    return encryptedKeyCost(der) !== null
+  } catch {
+    return isEncryptedPkcs8(der)
+  }
+}
+
+/** A private X-Wing key: PEM/PKCS#8/DER (PKCS#8 of the seed, as the draft stores it) or RAW (the seed). */
+function xwingImport(request: ImportRequest): KeyMaterial {
+  if (request.password !== undefined) throw xwingNoPassword()
+  let seed: Buffer
+  if (request.format === 'JWK') throw xwingNoJwk()
+  if (request.format === 'RAW') {
+    seed = decodeBase64(asText(request.material, 'RAW'), 'keyMaterial')
+    if (seed.length !== XWING.seedBytes) {
+      throw new KeyMaterialError(
+        'key_size_mismatch',
+        `A RAW X-Wing private key is its ${XWING.seedBytes}-byte seed, not ${seed.length} bytes`,
+      )
+    }
+  } else {
+    const text = asText(request.material, request.format)
+    if (request.format === 'PEM' || PEM_LABEL.test(text)) {
+      const { label, der } = xwingPemDer(text)
+      if (label.includes('PUBLIC KEY') || label === 'CERTIFICATE') {
+        throw new KeyMaterialError(
+          'private_key_required',
+          'Import needs a private key, not a public key (to import a public key alone, set publicOnly: true)',
+        )
+      }
+      if (label === 'ENCRYPTED PRIVATE KEY') throw xwingNoPassword()
+      if (label !== 'PRIVATE KEY') {
+        throw new KeyMaterialError(
+          'invalid_key_material',
+          `An X-Wing private key is PKCS#8, labelled PRIVATE KEY, not ${label}`,
+        )
+      }
+      seed = xwingSeedOf(der)
+    } else {
+      seed = xwingSeedOf(decodeBase64(text, 'keyMaterial'))
+    }
+  }
+  try {
+    const key = xwingKeyFromSeed(seed)
+    // The pairwise consistency test of every import: one encapsulation and its decapsulation.
+    const { sharedKey, ciphertext } = xwingEncapsulate(key.publicKey)
+    if (!timingSafeEqual(sharedKey, xwingDecapsulate(key, ciphertext))) {
+      throw new KeyMaterialError('invalid_key_material', 'The private key fails its consistency check')
+    }
+    return xwingMaterial(seed, key)
+  } finally {
+    seed.fill(0)
+  }
+}
+
+/** A public X-Wing key alone: PEM or DER SPKI (id-XWing), or RAW (the 1216-byte encoding). */
+function xwingImportPublic(request: ImportRequest): KeyMaterial {
+  let bytes: Buffer
+  switch (request.format) {
+    case 'JWK':
+      throw xwingNoJwk()
+    case 'PKCS#8':
+      throw new KeyMaterialError(
+        'format_not_supported',
+        'PKCS#8 holds private keys; a public key is PEM, DER or RAW',
+      )
+    case 'RAW':
+      bytes = decodeBase64(asText(request.material, 'RAW'), 'keyMaterial')
+      if (bytes.length !== XWING.publicKeyBytes) {
+        throw new KeyMaterialError(
+          'key_size_mismatch',
+          `A RAW X-Wing public key is ${XWING.publicKeyBytes} bytes, not ${bytes.length}`,
+        )
+      }
+      break
+    case 'PEM':
+    case 'DER': {
+      const text = asText(request.material, request.format)
+      let der: Buffer
+      if (request.format === 'PEM') {
+        const block = xwingPemDer(text)
+        if (block.label.includes('PRIVATE KEY')) throw privateGiven()
+        if (block.label !== 'PUBLIC KEY') {
+          throw new KeyMaterialError(
+            'invalid_key_material',
+            `An X-Wing public key is labelled PUBLIC KEY, not ${block.label}`,
+          )
+        }
+        der = block.der
+      } else {
+        der = decodeBase64(text, 'keyMaterial')
+      }
+      if (!isXWingSpki(der)) {
+        let isPrivate = false
+        try {
+          xwingSeedFromPkcs8(der)
+          isPrivate = true
+        } catch {}
+        if (isPrivate || otherKey(der, 'private')) throw privateGiven()
+        const other = otherKey(der, 'public')
+        if (other) throw xwingMismatch(other)
+        throw publicParseFailure(`${request.format} (X-Wing SPKI)`)
+      }
+      bytes = xwingPublicKeyFromSpki(der)
+      break
+    }
+  }
+  try {
+    // Refuses an ML-KEM half that fails FIPS 203's check and an X25519 half of low order.
+    return { secret: null, publicKey: xwingSpki(xwingPublicKey(bytes).bytes) }
+  } catch (error) {
+    if (error instanceof XWingError) throw new KeyMaterialError('invalid_key_material', error.message)
+    throw error
+  }
+}
+
+function xwingExportPublic(spki: Buffer, format: PublicFormat): PublicExport {
+  switch (format) {
+    case 'PEM': {
+      const text = toPem(spki, 'PUBLIC KEY')
+      return { format, bytes: Buffer.from(text), text }
+    }
+    case 'DER':
+      return { format, bytes: spki, text: spki.toString('base64') }
+    case 'RAW': {
+      const raw = xwingPublicKeyFromSpki(spki)
+      return { format, bytes: raw, text: raw.toString('base64') }
+    }
+    case 'JWK':
+      throw xwingNoJwk()
+  }
+}
+
+/** PKCS#8 (PEM, DER; with a password, PBES2 as every other key) or RAW (the 32-byte seed). */
+function xwingExportPrivate(
+  pkcs8: Buffer,
+  format: PrivateFormat,
+  password: string | undefined,
+): PrivateExport {
+  if (format === 'JWK') throw xwingNoJwk()
+  if (password !== undefined) {
+    const encrypted = encryptPkcs8(pkcs8, password)
+    return {
+      value: format === 'PEM' ? toPem(encrypted, 'ENCRYPTED PRIVATE KEY') : encrypted.toString('base64'),
+      encrypted: true,
+    }
+  }
+  switch (format) {
+    case 'PEM':
+      return { value: toPem(pkcs8, 'PRIVATE KEY'), encrypted: false }
+    case 'DER':
+      return { value: pkcs8.toString('base64'), encrypted: false }
+    case 'RAW': {
+      const seed = xwingSeedFromPkcs8(pkcs8)
+      try {
+        return { value: seed.toString('base64'), encrypted: false }
+      } finally {
+        seed.fill(0)
       }
     }
   }

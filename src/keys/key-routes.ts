@@ -141,7 +141,8 @@ export function keyRoutes(keys: KeyService): FastifyPluginAsyncTypebox {
         config: { access: WRITES_KEYS },
         schema: {
           tags: TAGS,
-          summary: 'Import a private key (BYOK); the material is sealed before the response',
+          summary:
+            'Import a private key (BYOK; the material is sealed before the response), or a public key alone (publicOnly)',
           operationId: 'importKey',
           body: ImportKeyBody,
           response: { 201: KeySchema, ...errorResponses(403, 409) },

@@ -1,6 +1,7 @@
 import { Type } from 'typebox'
 import { boundedJson, nameSchema, Printable, Text, Timestamp, Uuid } from '../http/http-schemas.ts'
 import { AlgorithmSchema, KeyTypeSchema } from './algorithms.ts'
+import { KeyRef } from './alias-schemas.ts'
 import { IMPORT_FORMATS, PRIVATE_FORMATS, PUBLIC_FORMATS } from './key-material.ts'
 import { DELETION_WINDOW_DAYS } from './key-service.ts'
 import { KEY_STATES } from './key-state.ts'
@@ -12,7 +13,7 @@ const Labels = Type.Array(Printable(64, 'A label'), { maxItems: 50, description:
 
 const KeyStateSchema = Type.Enum(KEY_STATES, { description: 'Lifecycle state (spec section 3)' })
 
-export const KeyIdParams = Type.Object({ keyId: Uuid('Key id') }, { additionalProperties: false })
+export const KeyIdParams = Type.Object({ keyId: KeyRef('The key') }, { additionalProperties: false })
 
 export const KeySchema = Type.Object(
   {
@@ -31,6 +32,13 @@ export const KeySchema = Type.Object(
     origin: Type.Enum(['Generated', 'Imported'] as const),
     exportable: Type.Boolean({
       description: 'Whether the private key may be exported (keys:export); fixed at creation or import',
+    }),
+    publicOnly: Type.Boolean({
+      description:
+        'Imported without its private key: verify and encrypt work; sign, decrypt, unwrap, private export and rotation answer 409 public_key_only',
+    }),
+    aliases: Type.Array(Type.String(), {
+      description: 'Its aliases (alias/<name>), usable wherever the key id is; in alias order',
     }),
     createdAt: Timestamp('Creation time'),
     updatedAt: Timestamp('Last change of the record'),
@@ -90,6 +98,13 @@ export const ImportKeyBody = Type.Object(
     format: Type.Enum(IMPORT_FORMATS, { description: 'Format of keyMaterial (spec 2.2)' }),
     keyMaterial: Type.Union([Text(200_000, 'PEM text, or Base64 of DER / raw bytes', 1), JwkObject]),
     password: Type.Optional(Text(1024, 'Password of an encrypted PKCS#8 key', 1)),
+    publicOnly: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description:
+          'keyMaterial is a public key (PEM "PUBLIC KEY", DER SPKI, a JWK without d, or RAW: the Ed25519, ML-DSA, ML-KEM, SLH-DSA or X-Wing public encoding, an EC SEC 1 point, RSA PKCS#1): the key can verify and encrypt, never sign or decrypt',
+      }),
+    ),
   },
   {
     $id: 'ImportKeyRequest',

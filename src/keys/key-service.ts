@@ -12,8 +12,11 @@ import {
   algorithmByName,
   algorithmsFor,
   DEFAULT_ALGORITHM,
+  isSymmetric,
   type KeyType,
 } from './algorithms.ts'
+import { allowedKeyIds, resolveKeyRef } from './alias-refs.ts'
+import { aliasesOfKeys, deleteAliasesOfKeys } from './alias-store.ts'
 import type { KeyCache } from './key-cache.ts'
 import {
   exportPrivate,
@@ -71,6 +74,10 @@ export interface KeyView {
   origin: 'Generated' | 'Imported'
   /** Whether the private key may be exported (keys:export); fixed at creation or import. */
   exportable: boolean
+  /** Imported without its private key: verifies and encrypts only. */
+  publicOnly: boolean
+  /** The key's aliases (docs/keys.md "Key aliases"), in alias order. */
+  aliases: string[]
   createdAt: string
   updatedAt: string
   expiresAt: string | null
@@ -80,7 +87,7 @@ export interface KeyView {
   scheduledDeletionDate: string | null
 }
 
-function toKeyView(row: KeyRow, now: Date): KeyView {
+function toKeyView(row: KeyRow, now: Date, aliases: string[]): KeyView {
   const state = keyState(row, now)
   return {
     id: row.id,
@@ -97,6 +104,8 @@ function toKeyView(row: KeyRow, now: Date): KeyView {
     version: row.current_version,
     origin: row.origin,
     exportable: row.exportable,
+    publicOnly: row.public_only,
+    aliases,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     expiresAt: row.expires_at?.toISOString() ?? null,
@@ -133,6 +142,8 @@ interface ImportInput extends KeyAttributes {
   format: ImportFormat
   material: string | Record<string, unknown>
   password?: string | undefined
+  /** The material is a public key: the key verifies and encrypts only. */
+  publicOnly?: boolean | undefined
 }
 
 interface KeyPatch {
@@ -175,6 +186,8 @@ interface LoadedKey {
   row: KeyRow
   state: KeyState
   now: Date
+  /** The alias the caller named the key by; null: by its id. */
+  alias: string | null
 }
 
 export const EXPIRY_ALERT_DAYS = 30
@@ -348,15 +361,34 @@ export function createKeyService(deps: {
   }
 
   /** A key with its state now; a key found past its deletion date is destroyed first. */
-  async function load(actor: Actor, id: string): Promise<LoadedKey> {
+  /**
+   * A key with its state now; a key found past its deletion date is destroyed first. `ref`: the
+   * key id or an alias (alias-refs.ts: an API key restricted to keys reaches its keys only).
+   */
+  async function load(actor: Actor, ref: string): Promise<LoadedKey> {
     const now = clock.now()
+    const { id, alias } = await resolveKeyRef(sql, actor, ref)
     let row = await getKey(sql, actor.tenantId, id)
     if (!row) throw keyNotFound()
     if (!row.destroyed_at && keyState(row, now) === 'Destroyed') {
       await destroy(actor.tenantId, actor.requestId, now, id)
       row = (await getKey(sql, actor.tenantId, id)) ?? row
     }
-    return { row, state: keyState(row, now), now }
+    return { row, state: keyState(row, now), now, alias }
+  }
+
+  /** Key views with their aliases (one query for all of them). */
+  async function viewsOf(tenantId: string, rows: readonly KeyRow[], now: Date): Promise<KeyView[]> {
+    const aliases = await aliasesOfKeys(
+      sql,
+      tenantId,
+      rows.map((row) => row.id),
+    )
+    return rows.map((row) => toKeyView(row, now, aliases.get(row.id) ?? []))
+  }
+
+  async function viewOf(row: KeyRow, now: Date): Promise<KeyView> {
+    return (await viewsOf(row.tenant_id, [row], now))[0]!
   }
 
   async function destroy(tenantId: string | null, requestId: string | null, now: Date, keyId?: string) {
@@ -367,6 +399,18 @@ export function createKeyService(deps: {
     }
     const destroyed = await sql.begin(async (tx) => {
       const destroyed = await destroyDueKeys(tx, tenantId, now, keyId)
+      // A destroyed key's aliases go with it: they name nothing from now on.
+      for (const removed of await deleteAliasesOfKeys(tx, destroyed)) {
+        await audit.recordInTransaction(tx, {
+          tenantId: removed.tenant_id,
+          actor: 'system',
+          requestId,
+          action: 'keys.alias_delete',
+          resource: `key:${removed.key_id}`,
+          outcome: 'success',
+          details: { alias: removed.alias, previousKeyId: removed.key_id, reason: 'key destroyed' },
+        })
+      }
       for (const key of destroyed) {
         await audit.recordInTransaction(tx, {
           tenantId: key.tenant_id,
@@ -397,11 +441,9 @@ export function createKeyService(deps: {
   ): Promise<KeyView> {
     const id = randomUUID()
     try {
-      const sealed = await deps.tenantKeks.seal(
-        actor.tenantId,
-        material.secret,
-        materialAad(actor.tenantId, id, 1),
-      )
+      const sealed = material.secret
+        ? await deps.tenantKeks.seal(actor.tenantId, material.secret, materialAad(actor.tenantId, id, 1))
+        : null
       const row = await sql.begin(async (tx) => {
         if (input.isDefault) {
           await lockDefaultSlot(tx, actor.tenantId, input.keyType)
@@ -418,6 +460,7 @@ export function createKeyService(deps: {
           is_default: input.isDefault ?? false,
           is_favorite: false,
           exportable: input.exportable ?? false,
+          public_only: material.secret === null,
           labels: normaliseLabels(input.labels),
           current_version: 1,
           created_at: now,
@@ -446,23 +489,24 @@ export function createKeyService(deps: {
             keyType: input.keyType,
             isDefault: input.isDefault ?? false,
             exportable: input.exportable ?? false,
+            ...(material.secret === null ? { publicOnly: true } : {}),
           },
         })
         return inserted
       })
       await deps.keyCache.invalidateTenant(actor.tenantId)
-      return toKeyView(row, now)
+      return toKeyView(row, now, [])
     } catch (error) {
       if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()
       throw error
     } finally {
-      material.secret.fill(0)
+      material.secret?.fill(0)
     }
   }
 
   async function generate(tenantId: string, algorithm: Algorithm): Promise<KeyMaterial> {
-    // An HMAC secret is random bytes: not worth a thread hop. Every key pair goes to the pool.
-    return algorithm.spec.kind === 'hmac'
+    // An HMAC or AES secret is random bytes: not worth a thread hop. Every key pair goes to the pool.
+    return isSymmetric(algorithm.spec)
       ? generateMaterial(algorithm.name)
       : deps.pool.generateKey(tenantId, algorithm.name)
   }
@@ -470,6 +514,7 @@ export function createKeyService(deps: {
   /** Seals the material as the key's next version and inserts it; the key row's changes to make. */
   async function versionChanges(tx: Queryable, locked: KeyRow, material: KeyMaterial, now: Date) {
     const version = locked.current_version + 1
+    if (!material.secret) throw new Error('a new version needs its private key')
     const sealed = await deps.tenantKeks.seal(
       locked.tenant_id,
       material.secret,
@@ -522,12 +567,13 @@ export function createKeyService(deps: {
           resource: `key:${id}`,
           keyVersion: updated.current_version,
           outcome: 'success',
-          details: options.details ?? null,
+          // The alias the caller named the key by (rotation by alias), beside the key id.
+          details: loaded.alias ? { ...options.details, alias: loaded.alias } : (options.details ?? null),
         })
         return updated
       })
       await deps.keyCache.invalidateTenant(actor.tenantId)
-      return toKeyView(row, now)
+      return viewOf(row, now)
     } catch (error) {
       if (isUniqueViolation(error, KEY_NAME_CONSTRAINT)) throw nameTaken()
       throw error
@@ -548,6 +594,7 @@ export function createKeyService(deps: {
         format: input.format,
         material: input.material,
         password: input.password,
+        publicOnly: input.publicOnly ?? false,
       })
     } catch (error) {
       throw keyMaterialRefused(error)
@@ -599,15 +646,18 @@ export function createKeyService(deps: {
       }
     },
 
-    async get(actor, id) {
-      const { row, now } = await load(actor, id)
-      return toKeyView(row, now)
+    async get(actor, ref) {
+      const { row, now } = await load(actor, ref)
+      return viewOf(row, now)
     },
 
     async list(actor, request) {
       const now = clock.now()
       // Keys past their deletion date are destroyed before anyone sees them listed.
       await destroy(actor.tenantId, actor.requestId, now)
+      // An API key restricted to keys lists those keys only.
+      const allowed = await allowedKeyIds(sql, actor)
+      if (allowed) request = { ...request, filter: { ...request.filter, ids: allowed } }
       // One snapshot for the page and its counts. Custom plans: a generic plan cannot know how
       // selective a search pattern or label is, and picks a full index walk for rare matches.
       const [rows, total, expiringSoon] = await sql.begin(
@@ -622,6 +672,7 @@ export function createKeyService(deps: {
               actor.tenantId,
               now,
               new Date(now.getTime() + EXPIRY_ALERT_DAYS * DAY_MS),
+              request.filter.ids,
             ),
           ] as const
         },
@@ -633,7 +684,7 @@ export function createKeyService(deps: {
           ? { favorite: last.is_favorite, value: last.sort_value, id: last.id }
           : null
       return {
-        data: page.map((row) => toKeyView(row, now)),
+        data: await viewsOf(actor.tenantId, page, now),
         total: Math.min(total, TOTAL_COUNT_CAP),
         totalIsExact: total <= TOTAL_COUNT_CAP,
         next,
@@ -670,7 +721,7 @@ export function createKeyService(deps: {
           },
         )
       } catch (error) {
-        if (refusal.missing) throw await refuseDefaultChange(actor, `key:${id}`, refusal.missing)
+        if (refusal.missing) throw await refuseDefaultChange(actor, `key:${loaded.row.id}`, refusal.missing)
         throw error
       }
 
@@ -708,6 +759,13 @@ export function createKeyService(deps: {
     async rotate(actor, id) {
       const loaded = await load(actor, id)
       requireState(loaded.state, ['Active'], 'rotate')
+      if (loaded.row.public_only) {
+        throw new AppError(
+          409,
+          'public_key_only',
+          'A key imported without its private key cannot be rotated by generation',
+        )
+      }
       const material = await generate(actor.tenantId, algorithmByName(loaded.row.algorithm as AlgorithmName))
       try {
         return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {
@@ -715,7 +773,7 @@ export function createKeyService(deps: {
           return versionChanges(tx, locked, material, now)
         })
       } finally {
-        material.secret.fill(0)
+        material.secret?.fill(0)
       }
     },
 
@@ -752,7 +810,7 @@ export function createKeyService(deps: {
 
     async snapshot(tenantId, limit) {
       const now = clock.now()
-      return (await allKeys(sql, tenantId, limit)).map((row) => toKeyView(row, now))
+      return viewsOf(tenantId, await allKeys(sql, tenantId, limit), now)
     },
 
     async addLabels(actor, id, labels) {
@@ -774,8 +832,9 @@ export function createKeyService(deps: {
       )
     },
 
-    async versions(actor, id) {
-      const { row, state } = await load(actor, id)
+    async versions(actor, ref) {
+      const { row, state } = await load(actor, ref)
+      const id = row.id
       const versions = await listKeyVersions(sql, actor.tenantId, id)
       return {
         data: versions.map((v) => ({
@@ -787,23 +846,35 @@ export function createKeyService(deps: {
       }
     },
 
-    async exportPublic(actor, id, format, requestedVersion) {
-      const { row, state, now } = await load(actor, id)
+    async exportPublic(actor, ref, format, requestedVersion) {
+      const { row, state, now } = await load(actor, ref)
+      const id = row.id
       const algorithm = algorithmByName(row.algorithm as AlgorithmName)
-      if (algorithm.spec.kind === 'hmac') {
-        throw new AppError(409, 'no_public_key', 'HMAC keys are symmetric and have no public key')
+      if (isSymmetric(algorithm.spec)) {
+        throw new AppError(
+          409,
+          'no_public_key',
+          `${algorithm.name} keys are symmetric and have no public key`,
+        )
       }
       if (state === 'Destroyed') throw stateConflict(state, 'export its public key')
       const version = requestedVersion ?? row.current_version
       const stored = await getKeyVersion(sql, actor.tenantId, id, version)
       if (!stored) throw notFound('key_version_not_found', `Version ${version} of the key`)
       if (!stored.public_key) throw stateConflict('Destroyed', 'export its public key')
-      const exported = exportPublic(stored.public_key, algorithm, row.key_type, format, `${id}:${version}`)
-      return { key: toKeyView(row, now), version, exported }
+      let exported: ReturnType<typeof exportPublic>
+      try {
+        exported = exportPublic(stored.public_key, algorithm, row.key_type, format, `${id}:${version}`)
+      } catch (error) {
+        // X-Wing keys have no JWK form (format_not_supported).
+        throw keyMaterialRefused(error)
+      }
+      return { key: await viewOf(row, now), version, exported }
     },
 
-    async exportPrivate(actor, id, request) {
-      const { row, state, now } = await load(actor, id)
+    async exportPrivate(actor, ref, request) {
+      const { row, state, now } = await load(actor, ref)
+      const id = row.id
       // Every attempt is recorded at warning level: key material leaving the service, or an
       // attempt at it, is what an auditor looks for first.
       const refuse = async (error: AppError) => {
@@ -815,6 +886,15 @@ export function createKeyService(deps: {
           details: { level: 'warning', reason: error.code },
         })
         return error
+      }
+      if (row.public_only) {
+        throw await refuse(
+          new AppError(
+            409,
+            'public_key_only',
+            'The key was imported without its private key: there is none to export',
+          ),
+        )
       }
       // First: a key not created exportable never leaves, whatever else the request says.
       if (!row.exportable) {
@@ -869,7 +949,7 @@ export function createKeyService(deps: {
         outcome: 'success',
         details: { level: 'warning', format: request.format, encrypted: exported.encrypted },
       })
-      return { key: toKeyView(row, now), version, exported }
+      return { key: await viewOf(row, now), version, exported }
     },
 
     destroyDue: (requestId) => destroy(null, requestId ?? null, clock.now()),

@@ -30,6 +30,8 @@ export interface KeyRow {
   expired_at: Date | null
   /** Private-key export allowed; fixed when the key is created or imported. */
   exportable: boolean
+  /** Imported without its private key: verifies and encrypts only. */
+  public_only: boolean
 }
 
 export interface KeyVersionRow {
@@ -215,6 +217,8 @@ export const KEY_SORTS = ['name', 'algorithm', 'purpose', 'version', 'status', '
 export type KeySort = (typeof KEY_SORTS)[number]
 
 export interface KeyListFilter {
+  /** Only these keys (an API key restricted to keys: the ones it may use). */
+  ids?: readonly string[] | undefined
   status?: readonly KeyState[] | undefined
   keyType?: readonly string[] | undefined
   algorithm?: readonly string[] | undefined
@@ -284,6 +288,7 @@ function sortExpression(db: Queryable, sort: KeySort, now: Date) {
 
 function filterConditions(db: Queryable, tenantId: string, filter: KeyListFilter, now: Date) {
   const conditions = [db`tenant_id = ${tenantId}`]
+  if (filter.ids) conditions.push(db`id = ANY(${db.array([...filter.ids])}::uuid[])`)
   if (filter.status?.length) {
     const any = filter.status.map((s) => stateCondition(db, s, now))
     conditions.push(db`(${any.reduce((a, b) => db`${a} OR ${b}`)})`)
@@ -381,11 +386,14 @@ export async function countActiveExpiringBy(
   tenantId: string,
   now: Date,
   until: Date,
+  /** Only these keys (an API key restricted to keys). */
+  ids?: readonly string[],
 ): Promise<number> {
   const [row] = await db<{ total: number }[]>`
     SELECT count(*)::int AS total FROM keys
     WHERE tenant_id = ${tenantId} AND expires_at > ${now} AND expires_at <= ${until}
-      AND revoked_at IS NULL AND scheduled_deletion_date IS NULL AND destroyed_at IS NULL`
+      AND revoked_at IS NULL AND scheduled_deletion_date IS NULL AND destroyed_at IS NULL
+      ${ids ? db`AND id = ANY(${db.array([...ids])}::uuid[])` : db``}`
   return row?.total ?? 0
 }
 
@@ -398,4 +406,16 @@ export async function markExpired(
     UPDATE keys SET expired_at = ${now}
     WHERE expires_at IS NOT NULL AND expires_at <= ${now} AND expired_at IS NULL AND destroyed_at IS NULL
     RETURNING id, tenant_id, current_version, expires_at`
+}
+
+/** Which of `ids` (lower-case UUIDs) are keys of the tenant, in any state (API-key restrictions). */
+export async function existingKeyIds(
+  db: Queryable,
+  tenantId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set()
+  const rows = await db<{ id: string }[]>`
+    SELECT id FROM keys WHERE tenant_id = ${tenantId} AND id = ANY(${db.array([...ids])}::uuid[])`
+  return new Set(rows.map((row) => row.id))
 }

@@ -2,6 +2,7 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import type { AlgorithmName } from '../keys/algorithms.ts'
+import { resolveKeyRef } from '../keys/alias-refs.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
 import type { KeyService } from '../keys/key-service.ts'
 import { keyState, requireState } from '../keys/key-state.ts'
@@ -9,7 +10,7 @@ import { getKey, type KeyRow, updateKey } from '../keys/key-store.ts'
 import { DestinationRefused, DestinationUnresolved } from '../outbound/destination.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
-import { invalidField, notFound } from '../platform/errors.ts'
+import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 import { type Frequency, INTERVAL_MS, nextRotation } from './rotation-schedule.ts'
 import {
@@ -164,12 +165,24 @@ export function createRotationService(deps: {
     return result
   }
 
+  /** A public-key-only key has no private key to generate: its versions come by import only. */
+  const publicOnlyRotation = () =>
+    new AppError(
+      409,
+      'public_key_only',
+      'A key imported without its private key cannot be rotated by generation',
+    )
+
+  /** The key id a path's reference names (an alias resolved; an API key's restriction applied). */
+  const keyIdOf = async (actor: Actor, ref: string) => (await resolveKeyRef(sql, actor, ref)).id
+
   /** When a running policy rotates next: one interval after the last rotation (or the policy's start). */
   const scheduledFrom = (key: KeyRow, policy: RotationPolicyRow) =>
     new Date((key.last_rotated_at ?? policy.created_at).getTime() + INTERVAL_MS[policy.frequency])
 
   return {
-    async set(actor, keyId, input) {
+    async set(actor, ref, input) {
+      const keyId = await keyIdOf(actor, ref)
       const webhookUrl = input.webhookUrl
         ? await checkWebhookUrl(input.webhookUrl, 'body/webhookUrl', deps.outbound)
         : null
@@ -179,6 +192,7 @@ export function createRotationService(deps: {
         'keys.rotation_policy.set',
         async (tx, key, existing, now) => {
           requireState(keyState(key, now), ['Active'], 'set a rotation policy on')
+          if (key.public_only) throw publicOnlyRotation()
           const saved = await upsertPolicy(tx, {
             key_id: keyId,
             tenant_id: actor.tenantId,
@@ -211,7 +225,8 @@ export function createRotationService(deps: {
         pausedAt: row.paused_at,
       }))
     },
-    async get(actor, keyId) {
+    async get(actor, ref) {
+      const keyId = await keyIdOf(actor, ref)
       const key = await getKey(sql, actor.tenantId, keyId)
       if (!key) throw keyNotFound()
       const policy = await getPolicy(sql, actor.tenantId, keyId)
@@ -219,7 +234,8 @@ export function createRotationService(deps: {
       return toView(policy, key)
     },
 
-    async remove(actor, keyId) {
+    async remove(actor, ref) {
+      const keyId = await keyIdOf(actor, ref)
       await change(actor, keyId, 'keys.rotation_policy.delete', async (tx, _key, existing) => {
         if (!existing) throw policyNotFound()
         await deletePolicy(tx, actor.tenantId, keyId)
@@ -227,7 +243,8 @@ export function createRotationService(deps: {
       })
     },
 
-    async pause(actor, keyId) {
+    async pause(actor, ref) {
+      const keyId = await keyIdOf(actor, ref)
       const { policy, key } = await change(
         actor,
         keyId,
@@ -242,7 +259,8 @@ export function createRotationService(deps: {
       return toView(policy!, key)
     },
 
-    async resume(actor, keyId) {
+    async resume(actor, ref) {
+      const keyId = await keyIdOf(actor, ref)
       const { policy, key } = await change(
         actor,
         keyId,
@@ -334,7 +352,7 @@ export function createRotationService(deps: {
       try {
         rotatedKey = await deps.keys.addVersion(tx, key, material, now, { next_rotation_at: next })
       } finally {
-        material.secret.fill(0)
+        material.secret?.fill(0)
       }
       await audit.recordInTransaction(tx, {
         ...actor,

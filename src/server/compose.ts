@@ -34,6 +34,8 @@ import { type CryptoService, createCryptoService } from '../crypto/crypto-servic
 import { createKeyObjectCache } from '../crypto/key-object-cache.ts'
 import { createKeyResolver } from '../crypto/key-resolver.ts'
 import { cryptoModule } from '../crypto/module.ts'
+import { createRawAesService } from '../crypto/raw-aes-service.ts'
+import { createReEncryptService } from '../crypto/re-encrypt-service.ts'
 import { createSigningService, type SigningService } from '../crypto/signing-service.ts'
 import { type CryptoPool, createCryptoPool } from '../crypto-pool/crypto-pool.ts'
 import { connectDatabase, type Sql } from '../data/database.ts'
@@ -63,8 +65,10 @@ import { jobNamespace } from '../jobs/job-namespace.ts'
 import { createJobQueue, mailQueueOn } from '../jobs/job-queue.ts'
 import { loadMasterKeyring, type MasterKeyring } from '../keyring/master-key.ts'
 import { createTenantKeks, type TenantKeks } from '../keyring/tenant-kek.ts'
+import { createAliasService } from '../keys/alias-service.ts'
 import { createKeyCache } from '../keys/key-cache.ts'
 import { createKeyService, type KeyService } from '../keys/key-service.ts'
+import { existingKeyIds } from '../keys/key-store.ts'
 import { keysModule } from '../keys/module.ts'
 import { createMailer } from '../mail/mailer.ts'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.ts'
@@ -236,6 +240,8 @@ export async function createServices(
       maxLifetimeDaysOf: async (tenantId) =>
         (await settings.getSecurity(tenantId)).apiKeyPolicy.maxLifetimeDays,
     },
+    // The keys module's store, for restrictions to key ids (the key service is built later).
+    keyDirectory: { existingKeyIds: (tenantId, ids) => existingKeyIds(sql, tenantId, ids) },
   })
   const tenants = createTenantService({
     sql,
@@ -389,6 +395,8 @@ export async function createServices(
   const crypto = createCryptoService({ audit, keys: keyResolver, random })
   const signing = createSigningService({ audit, keys: keyResolver, pool: cryptoPool, random })
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
+  const reEncrypt = createReEncryptService({ audit, keys: keyResolver, pool: cryptoPool, random })
+  const rawAes = createRawAesService({ audit, keys: keyResolver, random })
   const webhooks = createWebhookService({
     sql,
     audit,
@@ -535,7 +543,7 @@ export async function createServices(
     tenantsModule({ tenants }),
     apiKeysModule({ apiKeys, audit }),
     auditModule({ audit }),
-    keysModule({ keys }),
+    keysModule({ keys, aliases: createAliasService({ sql, audit, clock, keyCache }) }),
     rotationModule({ rotation }),
     cloudExportModule({ cloudExports }),
     intelligenceModule({ intelligence, logger: jobLogger }),
@@ -545,7 +553,7 @@ export async function createServices(
       logger: jobLogger,
       onAttemptDone: metrics.jobDone,
     }),
-    cryptoModule({ crypto, signing, batches }),
+    cryptoModule({ crypto, signing, batches, reEncrypt, rawAes }),
     secretsModule({ secrets, folders }),
     teamModule({ team, accounts, ...pages }),
     settingsModule({ settings }),

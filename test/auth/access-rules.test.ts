@@ -25,6 +25,7 @@ const keysNamingTheirScopes: Authenticator = {
       tenantId: '00000000-0000-4000-8000-000000000001',
       apiKeyId: '00000000-0000-4000-8000-000000000002',
       scopes: new Set(presented.split(' ').filter(Boolean) as Scope[]),
+      keyRestriction: null,
     }) satisfies ApiKeyPrincipal,
   invalidate: async () => {},
 }

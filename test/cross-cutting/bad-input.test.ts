@@ -834,17 +834,19 @@ describe('validation errors say what is allowed', () => {
     assertAllowed(res, 'body/keyBytes', [16, 24, 32], 'keyBytes')
   })
 
-  test('invalid ids say "must be a UUID" in the path, the body and the query', async () => {
-    for (const [method, path, options, field] of [
-      ['GET', `${API}/keys/not-a-uuid`, {}, 'params/keyId'],
-      ['POST', `${API}/encrypt`, { json: { keyId: 'nope', plaintext: 'AA==' } }, 'body/keyId'],
-      ['POST', `${API}/generate-data-key`, { json: { keyId: `${someId}0` } }, 'body/keyId'],
+  test('invalid ids say "must be a UUID"; key references (a key id or an alias) name both forms', async () => {
+    const keyRef = 'must be a key id (UUID) or an alias (alias/ then 1 to 250 of A-Z a-z 0-9 / _ -)'
+    for (const [method, path, options, field, message] of [
+      ['GET', `${API}/api-keys/not-a-uuid`, {}, 'params/id', 'must be a UUID'],
+      ['GET', `${API}/keys/not-a-uuid`, {}, 'params/keyId', keyRef],
+      ['POST', `${API}/encrypt`, { json: { keyId: 'nope', plaintext: 'AA==' } }, 'body/keyId', keyRef],
+      ['POST', `${API}/generate-data-key`, { json: { keyId: `${someId}0` } }, 'body/keyId', keyRef],
     ] as const) {
       const res = await send(method, path, withKey(options))
       assertError(res, 400, 'validation_failed', path)
       const fields = res.json?.['fields'] as Field[]
-      assert.deepEqual(fields, [{ path: field, message: 'must be a UUID' }], `${path}: ${res.text}`)
-      assert.equal(res.json?.['message'], `${field} must be a UUID`)
+      assert.deepEqual(fields, [{ path: field, message }], `${path}: ${res.text}`)
+      assert.equal(res.json?.['message'], `${field} ${message}`)
       assert.ok(!res.text.includes('[0-9a-fA-F]'), 'no regular expression')
     }
   })

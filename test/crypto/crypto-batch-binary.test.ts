@@ -329,7 +329,7 @@ describe('binary batches', () => {
     assert.equal(all[0]!.text.includes(marker), false, 'no plaintext in the audit log')
   })
 
-  test('OpenAPI: both batch routes take and answer JSON or the binary framing; X-Key-Id is a UUID header', async () => {
+  test('OpenAPI: both batch routes take and answer JSON or the binary framing; X-Key-Id is a key reference header', async () => {
     const doc = await svc.request('GET', '/api/v1/openapi.json')
     assert.equal(doc.status, 200)
     for (const path of ['/api/v1/encrypt/batch', '/api/v1/decrypt/batch']) {
@@ -343,7 +343,8 @@ describe('binary batches', () => {
       const header = operation.parameters.find(
         (p: { in: string; name: string }) => p.in === 'header' && p.name === 'x-key-id',
       )
-      assert.equal(header.schema.format, 'uuid', path)
+      // A key id (UUID) or an alias (docs/keys.md "Key aliases").
+      assert.match(header.schema.pattern, /\[0-9a-fA-F\]\{8\}.*\|alias\//, path)
       assert.match(operation.description, /Binary batches/, path)
     }
   })

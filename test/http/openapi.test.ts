@@ -222,6 +222,7 @@ describe('examples', () => {
       const url = path
         .replace('{keyId}', keyFor(path))
         .replace('{id}', '00000000-0000-4000-8000-000000000000')
+        .replace('{alias}', 'alias%2Fopenapi-example')
         .replace('{version}', '1')
       const res = await svc.request(method.toUpperCase(), url, { key: tenant.key, body: example })
       // An unknown id (404), a missing scope or a refused state is fine; a malformed body is not.

@@ -754,18 +754,20 @@ describe('key import (BYOK)', () => {
     }
   })
 
-  test('an HMAC secret shorter than the hash output is 400 key_size_mismatch', async () => {
+  test('an HMAC secret shorter than 16 bytes or longer than 1,024 is 400 key_size_mismatch', async () => {
     const hmac = (algorithm: string, overrides: Pick<ImportBody, 'format' | 'keyMaterial'>) =>
       base({ keyType: 'HMAC', algorithm, ...overrides })
     const cases: [string, ImportBody][] = [
-      ['16-byte RAW HMAC-SHA256', hmac('HMAC-SHA256', { format: 'RAW', keyMaterial: b64(randomBytes(16)) })],
-      ['31-byte RAW HMAC-SHA256', hmac('HMAC-SHA256', { format: 'RAW', keyMaterial: b64(randomBytes(31)) })],
+      ['15-byte RAW HMAC-SHA256', hmac('HMAC-SHA256', { format: 'RAW', keyMaterial: b64(randomBytes(15)) })],
       [
-        '16-byte JWK HMAC-SHA256',
-        hmac('HMAC-SHA256', { format: 'JWK', keyMaterial: { kty: 'oct', k: b64url(randomBytes(16)) } }),
+        '15-byte JWK HMAC-SHA256',
+        hmac('HMAC-SHA256', { format: 'JWK', keyMaterial: { kty: 'oct', k: b64url(randomBytes(15)) } }),
       ],
-      ['47-byte RAW HMAC-SHA384', hmac('HMAC-SHA384', { format: 'RAW', keyMaterial: b64(randomBytes(47)) })],
-      ['32-byte RAW HMAC-SHA512', hmac('HMAC-SHA512', { format: 'RAW', keyMaterial: b64(randomBytes(32)) })],
+      ['8-byte RAW HMAC-SHA384', hmac('HMAC-SHA384', { format: 'RAW', keyMaterial: b64(randomBytes(8)) })],
+      [
+        '1,025-byte RAW HMAC-SHA512',
+        hmac('HMAC-SHA512', { format: 'RAW', keyMaterial: b64(randomBytes(1025)) }),
+      ],
     ]
     for (const [label, body] of cases) await expectRefused(body, 400, ['key_size_mismatch'], label)
   })

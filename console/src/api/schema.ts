@@ -135,7 +135,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Import a private key (BYOK); the material is sealed before the response */
+        /** Import a private key (BYOK; the material is sealed before the response), or a public key alone (publicOnly) */
         post: operations["importKey"];
         delete?: never;
         options?: never;
@@ -279,6 +279,49 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/aliases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's aliases in alias order, optionally of one key; keyset pagination */
+        get: operations["listKeyAliases"];
+        put?: never;
+        /**
+         * Give a key an alias (alias/<name>), usable wherever a key id is
+         * @description A key may have up to 50 aliases; an alias names exactly one key of the tenant. 409 alias_exists when the tenant has it already (move it with PATCH). Names under alias/kms/ are reserved (400 alias_reserved).
+         */
+        post: operations["createKeyAlias"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/aliases/{alias}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An alias and the key it names (the alias URL-encoded: alias%2F<name>) */
+        get: operations["getKeyAlias"];
+        put?: never;
+        post?: never;
+        /** Delete an alias (the key stays) */
+        delete: operations["deleteKeyAlias"];
+        options?: never;
+        head?: never;
+        /**
+         * Move an alias to another key of the same key type (rotation by alias)
+         * @description Callers using the alias use the new key from then on; what was encrypted or signed under the old key still decrypts or verifies by its envelope or key id. Another key type is 400 key_type_mismatch.
+         */
+        patch: operations["moveKeyAlias"];
         trace?: never;
     };
     "/api/v1/keys/{keyId}/rotation-policy": {
@@ -926,6 +969,86 @@ export interface paths {
         put?: never;
         /** Unwrap a wrapped key or an encryptedDek; any mismatch is decryption_failed */
         post: operations["unwrapKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/re-encrypt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-encrypt an envelope under another key (or the current version), without the plaintext
+         * @description The body is an answer of /encrypt (standard or legacy mode), of /keys/{keyId}/wrap (wrappedKey) or of a data-key endpoint (encryptedDek), passed as it came, with its `context` (a string or a map) and `destinationKeyId` (default: the tenant default Encryption key) and `destinationContext` (default: the same context). The answer is what /encrypt, wrap or the data-key endpoint would have answered for the destination key (so /decrypt or unwrap takes it), plus sourceKeyId and sourceKeyVersion. The plaintext never leaves the service. The source key may be in any state that decrypts (Active, Expired, Revoked, Pending Deletion); the destination must be Active. Any mismatch of the source is decryption_failed.
+         */
+        post: operations["reEncrypt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/re-encrypt/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-encrypt up to 1,000 independent items; each result is {ok: true, ...} or {ok: false, error, message}
+         * @description Each item as the body of POST /re-encrypt. `destinationKeyId` of the batch applies to the items that name none; an item that cannot be read fails alone, as any other.
+         */
+        post: operations["reEncryptBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/{keyId}/raw-encrypt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * AES-GCM encryption without an envelope, with an AES key (interoperability)
+         * @description The caller gets the ciphertext, the service-drawn 12-byte IV and the tag separately, for systems that decrypt AES-GCM themselves with the same imported key. Prefer /encrypt, whose envelope names its key and version.
+         */
+        post: operations["rawEncrypt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/{keyId}/raw-decrypt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * AES-GCM decryption of a ciphertext, IV, tag and AAD given apart, with an AES key
+         * @description Any authentication failure (another key, IV, tag or AAD, a flipped bit) is the one 400 decryption_failed.
+         */
+        post: operations["rawDecrypt"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2101,6 +2224,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** @description A key created by a restricted API key must name `keys` and `operations` within its own (403 `restriction_escalation`) */
         CreateApiKeyRequest: {
             /** @description A label for the key */
             name: string;
@@ -2111,6 +2235,10 @@ export interface components {
              * @description When the key stops working; required, and no later than the creating key's expiry, when the creating key expires
              */
             expiresAt?: string;
+            /** @description The keys the API key may use, by id or alias; key ids must be keys of the tenant, aliases need not exist yet */
+            keys?: string[];
+            /** @description The cryptographic operations the API key may perform, within its scopes */
+            operations?: ("encrypt" | "decrypt" | "re_encrypt" | "generate_data_key" | "wrap" | "unwrap" | "sign" | "verify" | "mac" | "mac_verify")[];
         };
         /** ApiKey */
         ApiKeyView: {
@@ -2134,6 +2262,12 @@ export interface components {
             parentId: string | null;
             expiresAt: string | null;
             revokedAt: string | null;
+            /** @description Key ids and aliases the key may use, fixed at creation; null: every key of the tenant */
+            keys: string[] | null;
+            /** @description Cryptographic operations the key may perform, fixed at creation; null: all its scopes allow */
+            operations: ("encrypt" | "decrypt" | "re_encrypt" | "generate_data_key" | "wrap" | "unwrap" | "sign" | "verify" | "mac" | "mac_verify")[] | null;
+            /** @description When the key last made a request the audit log records (every cryptographic operation and change, and refusals; not reads); null: never */
+            lastUsedAt: string | null;
         };
         /** AuditRecord */
         AuditRecord: {
@@ -2170,7 +2304,7 @@ export interface components {
              * @description Algorithm (spec 2.1)
              * @enum {string}
              */
-            algorithm?: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512";
+            algorithm?: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing";
             /** @description Free text */
             description?: string;
             /** @description Tags (a set) */
@@ -2206,7 +2340,7 @@ export interface components {
              * @description Algorithm (spec 2.1)
              * @enum {string}
              */
-            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512";
+            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing";
             isPostQuantum: boolean;
             /** @description True when state is Active */
             isActive: boolean;
@@ -2225,6 +2359,10 @@ export interface components {
             origin: "Generated" | "Imported";
             /** @description Whether the private key may be exported (keys:export); fixed at creation or import */
             exportable: boolean;
+            /** @description Imported without its private key: verify and encrypt work; sign, decrypt, unwrap, private export and rotation answer 409 public_key_only */
+            publicOnly: boolean;
+            /** @description Its aliases (alias/<name>), usable wherever the key id is; in alias order */
+            aliases: string[];
             /**
              * Format: date-time
              * @description Creation time
@@ -2268,7 +2406,7 @@ export interface components {
              * @description Algorithm (spec 2.1)
              * @enum {string}
              */
-            algorithm?: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512";
+            algorithm?: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing";
             /** @description Free text */
             description?: string;
             /** @description Tags (a set) */
@@ -2298,6 +2436,11 @@ export interface components {
             });
             /** @description Password of an encrypted PKCS#8 key */
             password?: string;
+            /**
+             * @description keyMaterial is a public key (PEM "PUBLIC KEY", DER SPKI, a JWK without d, or RAW: the Ed25519, ML-DSA, ML-KEM, SLH-DSA or X-Wing public encoding, an EC SEC 1 point, RSA PKCS#1): the key can verify and encrypt, never sign or decrypt
+             * @default false
+             */
+            publicOnly?: boolean;
         };
         UpdateKeyRequest: {
             /** @description Unique within the tenant */
@@ -2337,7 +2480,7 @@ export interface components {
              * @description Algorithm (spec 2.1)
              * @enum {string}
              */
-            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512";
+            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing";
             version: number;
             /** @enum {string} */
             format: "PEM" | "DER" | "RAW";
@@ -2404,7 +2547,7 @@ export interface components {
              * @description Algorithm (spec 2.1)
              * @enum {string}
              */
-            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512";
+            algorithm: "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing";
             version: number;
             /** @enum {string} */
             format: "PEM" | "DER" | "JWK" | "RAW";
@@ -2413,6 +2556,42 @@ export interface components {
             privateKey: string | {
                 [key: string]: unknown;
             };
+        };
+        CreateKeyAliasRequest: {
+            /** @description The new alias. Case-sensitive, unique in the tenant; alias/kms/ is reserved */
+            alias: string;
+            /** @description The key it names: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            keyId: string;
+        };
+        /** KeyAlias */
+        KeyAlias: {
+            /** @description alias/<name> */
+            alias: string;
+            /**
+             * Format: uuid
+             * @description The key the alias names
+             */
+            keyId: string;
+            /**
+             * Format: date-time
+             * @description When the alias was created
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the alias was last moved (createdAt until then)
+             */
+            updatedAt: string;
+        };
+        KeyAliasList: {
+            /** @description In alias order (byte order) */
+            data: components["schemas"]["KeyAlias"][];
+            /** @description Pass as cursor for the next page */
+            nextCursor: string | null;
+        };
+        MoveKeyAliasRequest: {
+            /** @description The key the alias names from now on: of the same key type as the current one: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            keyId: string;
         };
         RotationPolicyRequest: {
             /**
@@ -2710,18 +2889,17 @@ export interface components {
             secret: string;
         };
         EncryptRequest: {
-            /**
-             * Format: uuid
-             * @description Encryption key (default: the tenant default Encryption key)
-             */
+            /** @description Encryption key (default: the tenant default Encryption key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
             /**
              * Format: byte
              * @description Data to encrypt, Base64: up to 10485760 bytes (10 MiB) of plaintext, 13981016 characters
              */
             plaintext: string;
-            /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-            context?: string;
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
             /**
              * @description standard (recommended): the envelope parts as separate fields. legacy: the whole envelope as one Base64 string in `ciphertext`, for clients of older single-string formats; not recommended for new integrations (docs/envelope-format.md)
              * @default standard
@@ -2737,7 +2915,7 @@ export interface components {
             ciphertext: string;
             /**
              * Format: byte
-             * @description Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)
+             * @description Header (format, scheme, key id, key version) and the protected DEK (ML-KEM or X-Wing ciphertext, RSA-OAEP- or AES-GCM-sealed DEK), Base64 (absent in legacy mode)
              */
             encapsulatedKey?: string;
             /**
@@ -2761,10 +2939,7 @@ export interface components {
             mode?: "legacy";
         };
         DecryptRequest: {
-            /**
-             * Format: uuid
-             * @description The key that encrypted (optional: the envelope names it)
-             */
+            /** @description The key that encrypted (optional: the envelope names it): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
             /** @description Cross-check of the version the envelope names */
             keyVersion?: number;
@@ -2788,14 +2963,23 @@ export interface components {
              * @description From the encrypt response (standard mode)
              */
             tag?: string;
-            /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-            context?: string;
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
             /**
              * @description standard (recommended): the envelope parts as separate fields. legacy: the whole envelope as one Base64 string in `ciphertext`, for clients of older single-string formats; not recommended for new integrations (docs/envelope-format.md)
              * @default standard
              * @enum {string}
              */
             mode?: "standard" | "legacy";
+            /**
+             * Format: uuid
+             * @description From a re-encrypt answer: the key it re-encrypted from (ignored: the envelope names its key)
+             */
+            sourceKeyId?: string;
+            /** @description From a re-encrypt answer: the version it re-encrypted from (ignored) */
+            sourceKeyVersion?: number;
         };
         DecryptResponse: {
             /**
@@ -2812,18 +2996,17 @@ export interface components {
         };
         EncryptBatchRequest: {
             items: {
-                /**
-                 * Format: uuid
-                 * @description Encryption key (default: the tenant default Encryption key)
-                 */
+                /** @description Encryption key (default: the tenant default Encryption key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId?: string;
                 /**
                  * Format: byte
                  * @description Data to encrypt, Base64
                  */
                 plaintext: string;
-                /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-                context?: string;
+                /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+                context?: string | {
+                    [key: string]: string;
+                };
             }[];
             /**
              * @description standard (recommended): the envelope parts as separate fields. legacy: the whole envelope as one Base64 string in `ciphertext`, for clients of older single-string formats; not recommended for new integrations (docs/envelope-format.md)
@@ -2844,7 +3027,7 @@ export interface components {
                 ciphertext: string;
                 /**
                  * Format: byte
-                 * @description Header (format, scheme, key id, key version) and the ML-KEM ciphertext or RSA-OAEP-wrapped DEK, Base64 (absent in legacy mode)
+                 * @description Header (format, scheme, key id, key version) and the protected DEK (ML-KEM or X-Wing ciphertext, RSA-OAEP- or AES-GCM-sealed DEK), Base64 (absent in legacy mode)
                  */
                 encapsulatedKey?: string;
                 /**
@@ -2875,10 +3058,7 @@ export interface components {
         };
         DecryptBatchRequest: {
             items: {
-                /**
-                 * Format: uuid
-                 * @description The key that encrypted (optional: the envelope names it)
-                 */
+                /** @description The key that encrypted (optional: the envelope names it): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId?: string;
                 /** @description Cross-check of the version the envelope names */
                 keyVersion?: number;
@@ -2902,10 +3082,19 @@ export interface components {
                  * @description From the encrypt response (standard mode)
                  */
                 tag?: string;
-                /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-                context?: string;
+                /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+                context?: string | {
+                    [key: string]: string;
+                };
                 /** @enum {boolean} */
                 ok?: true;
+                /**
+                 * Format: uuid
+                 * @description From a re-encrypt answer: the key it re-encrypted from (ignored: the envelope names its key)
+                 */
+                sourceKeyId?: string;
+                /** @description From a re-encrypt answer: the version it re-encrypted from (ignored) */
+                sourceKeyVersion?: number;
                 /**
                  * @description Overrides the batch mode for this item
                  * @enum {string}
@@ -2944,10 +3133,7 @@ export interface components {
             })[];
         };
         SignRequest: {
-            /**
-             * Format: uuid
-             * @description Signing key (default: the tenant default Signing key)
-             */
+            /** @description Signing key (default: the tenant default Signing key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
             /**
              * Format: byte
@@ -2972,11 +3158,22 @@ export interface components {
             signatureFormat?: "DER" | "P1363";
             /** @description RSA-PSS salt length in bytes (default 32, the SHA-256 length); verify accepts only this length. At most the key allows: 222 for RSA-2048, 350 for RSA-3072, 478 for RSA-4096 */
             saltLength?: number;
+            /**
+             * Format: byte
+             * @description ML-DSA and SLH-DSA keys: the context string (FIPS 204 §5.2, FIPS 205 §10.2), 0 to 255 bytes, Base64; verify needs the same one. Absent: the empty context. Other algorithms: 400
+             */
+            signatureContext?: string;
+            /**
+             * @description plain: the signature as Base64. versioned: kms:v<keyVersion>:<Base64>, a signature that names the key version that made it, so verify needs no keyVersion after a rotation (as Vault's vault:v1:)
+             * @default plain
+             * @enum {string}
+             */
+            signatureEncoding?: "plain" | "versioned";
         };
         SignResponse: {
             /**
              * Format: byte
-             * @description Base64
+             * @description Base64; with signatureEncoding versioned, kms:v<keyVersion>:<Base64>
              */
             signature: string;
             /**
@@ -2992,22 +3189,16 @@ export interface components {
             signingScheme: string;
         };
         VerifyRequest: {
-            /**
-             * Format: uuid
-             * @description Signing key (default: the tenant default Signing key)
-             */
+            /** @description Signing key (default: the tenant default Signing key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
-            /** @description The version that signed (default: the current version) */
+            /** @description The version that signed. Absent: the version a versioned signature names; for a plain signature, every version of the key, newest first (the 100 most recent), the answer naming the one that matched */
             keyVersion?: number;
             /**
              * Format: byte
              * @description The message (or its digest), Base64
              */
             message: string;
-            /**
-             * Format: byte
-             * @description The signature, Base64
-             */
+            /** @description The signature: Base64, or the versioned form kms:v<keyVersion>:<Base64> that sign answers */
             signature: string;
             /**
              * @description RAW: message is the data itself. DIGEST: message is its hash (SHA-256 for RSA; SHA-256/384/512 for EC P-256/384/521); RSA and ECDSA only
@@ -3027,6 +3218,11 @@ export interface components {
             signatureFormat?: "DER" | "P1363";
             /** @description RSA-PSS salt length in bytes (default 32, the SHA-256 length); verify accepts only this length. At most the key allows: 222 for RSA-2048, 350 for RSA-3072, 478 for RSA-4096 */
             saltLength?: number;
+            /**
+             * Format: byte
+             * @description ML-DSA and SLH-DSA keys: the context string (FIPS 204 §5.2, FIPS 205 §10.2), 0 to 255 bytes, Base64; verify needs the same one. Absent: the empty context. Other algorithms: 400
+             */
+            signatureContext?: string;
             /** @description From the sign or mac answer; informational (the key decides) */
             algorithm?: string;
             /** @description From the sign answer: sets rsaPadding (RSASSA-PSS / RSASSA-PKCS1-v1_5) and signatureFormat (ECDSA-...-DER / -P1363) when they are absent */
@@ -3039,7 +3235,7 @@ export interface components {
              * @description The key used
              */
             keyId: string;
-            /** @description The version used */
+            /** @description The version used: the one named (keyVersion or a versioned signature), else the one that matched; when none did, the current version */
             keyVersion: number;
         };
         MacRequest: {
@@ -3048,6 +3244,8 @@ export interface components {
              * @description The message (or its digest), Base64
              */
             data: string;
+            /** @description Truncate the MAC to its leftmost macLength bytes (RFC 2104 §5): 16 up to the full length (32, 48 or 64 for HMAC-SHA256/384/512). Absent: the full MAC. Verify compares that many bytes */
+            macLength?: number;
         };
         MacResponse: {
             /**
@@ -3075,21 +3273,17 @@ export interface components {
              * @description The MAC, Base64
              */
             mac: string;
-            /** @description The version that computed the MAC (default: the current version) */
+            /** @description The version that computed the MAC. Absent: every version of the key, newest first (the 100 most recent), the answer naming the one that matched */
             keyVersion?: number;
-            /**
-             * Format: uuid
-             * @description From the mac answer: must be the key of the path
-             */
+            /** @description From the mac answer: must be the key of the path: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
             /** @description From the sign or mac answer; informational (the key decides) */
             algorithm?: string;
+            /** @description Truncate the MAC to its leftmost macLength bytes (RFC 2104 §5): 16 up to the full length (32, 48 or 64 for HMAC-SHA256/384/512). Absent: the full MAC. Verify compares that many bytes */
+            macLength?: number;
         };
         GenerateDataKeyRequest: {
-            /**
-             * Format: uuid
-             * @description Encryption key (default: the tenant default Encryption key)
-             */
+            /** @description Encryption key (default: the tenant default Encryption key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
         };
         DataKeyResponse: {
@@ -3124,8 +3318,10 @@ export interface components {
              * @default true
              */
             withPlaintext?: boolean;
-            /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-            context?: string;
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
         };
         WrapRequest: {
             /**
@@ -3133,8 +3329,10 @@ export interface components {
              * @description Key material to wrap, Base64 (up to 64 KiB)
              */
             plaintext: string;
-            /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-            context?: string;
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
         };
         WrapResponse: {
             /**
@@ -3161,12 +3359,11 @@ export interface components {
              * @description From a data-key endpoint (encryptedDek); give this or wrappedKey
              */
             encryptedDek?: string;
-            /** @description Additional authenticated data (UTF-8); the same value is needed to decrypt */
-            context?: string;
-            /**
-             * Format: uuid
-             * @description From the wrap or data-key answer: must be the key of the path
-             */
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
+            /** @description From the wrap or data-key answer: must be the key of the path: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
             keyId?: string;
             /** @description From the wrap or data-key answer: cross-check of the envelope */
             keyVersion?: number;
@@ -3174,6 +3371,13 @@ export interface components {
             keyBytes?: number;
             /** @description From a data-key answer; ignored (accepted so the answer can be passed back as it is) */
             plaintextDek?: string;
+            /**
+             * Format: uuid
+             * @description From a re-encrypt answer: the key it re-encrypted from (ignored: the envelope names its key)
+             */
+            sourceKeyId?: string;
+            /** @description From a re-encrypt answer: the version it re-encrypted from (ignored) */
+            sourceKeyVersion?: number;
         };
         UnwrapResponse: {
             /**
@@ -3187,6 +3391,329 @@ export interface components {
              */
             keyId: string;
             /** @description The wrapping key version */
+            keyVersion: number;
+        };
+        ReEncryptRequest: {
+            /**
+             * Format: byte
+             * @description From an /encrypt answer (legacy mode: the whole compact envelope)
+             */
+            ciphertext?: string;
+            /**
+             * Format: byte
+             * @description From an /encrypt answer (standard mode)
+             */
+            encapsulatedKey?: string;
+            /**
+             * Format: byte
+             * @description From an /encrypt answer (standard mode)
+             */
+            nonce?: string;
+            /**
+             * Format: byte
+             * @description From an /encrypt answer (standard mode)
+             */
+            tag?: string;
+            /**
+             * @description The mode of the /encrypt answer given (default standard); the new envelope is answered in the same mode
+             * @enum {string}
+             */
+            mode?: "standard" | "legacy";
+            /**
+             * Format: byte
+             * @description From a wrap answer; the new wrapped key is answered as wrappedKey
+             */
+            wrappedKey?: string;
+            /**
+             * Format: byte
+             * @description From a data-key answer; the new encrypted data key is answered as encryptedDek
+             */
+            encryptedDek?: string;
+            /** @description Cross-check: the key the envelope names (the answer given names it so): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            keyId?: string;
+            /** @description Cross-check: the key version the envelope names */
+            keyVersion?: number;
+            /** @description From a data-key answer: the data key length, checked against the envelope */
+            keyBytes?: number;
+            /** @description From a data-key answer; ignored (accepted so the answer can be passed as it is) */
+            plaintextDek?: string;
+            /**
+             * Format: uuid
+             * @description From a re-encrypt answer: the key it re-encrypted from (ignored: the envelope names its key)
+             */
+            sourceKeyId?: string;
+            /** @description From a re-encrypt answer: the version it re-encrypted from (ignored) */
+            sourceKeyVersion?: number;
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            context?: string | {
+                [key: string]: string;
+            };
+            /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+            destinationContext?: string | {
+                [key: string]: string;
+            };
+            /** @description The key to re-encrypt under (default: the tenant default Encryption key); may be the source key, for its current version: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            destinationKeyId?: string;
+        };
+        ReEncryptResponse: {
+            /**
+             * Format: byte
+             * @description AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope); /encrypt answers
+             */
+            ciphertext?: string;
+            /**
+             * Format: byte
+             * @description As /encrypt answers it (standard mode)
+             */
+            encapsulatedKey?: string;
+            /**
+             * Format: byte
+             * @description As /encrypt answers it (standard mode)
+             */
+            nonce?: string;
+            /**
+             * Format: byte
+             * @description As /encrypt answers it (standard mode)
+             */
+            tag?: string;
+            /** @enum {string} */
+            mode?: "legacy";
+            /**
+             * Format: byte
+             * @description For a wrappedKey given: the new wrapped key (compact envelope)
+             */
+            wrappedKey?: string;
+            /**
+             * Format: byte
+             * @description For an encryptedDek given: the new encrypted data key (compact envelope)
+             */
+            encryptedDek?: string;
+            /** @description For an encryptedDek given: the data key length */
+            keyBytes?: number;
+            /**
+             * Format: uuid
+             * @description The destination key: the key the new envelope names
+             */
+            keyId: string;
+            /** @description The destination key version (also inside the envelope) */
+            keyVersion: number;
+            /**
+             * Format: uuid
+             * @description The key the envelope given was under
+             */
+            sourceKeyId: string;
+            /** @description The version the envelope given was under */
+            sourceKeyVersion: number;
+        };
+        ReEncryptBatchRequest: {
+            items: {
+                /**
+                 * Format: byte
+                 * @description From an /encrypt answer (legacy mode: the whole compact envelope)
+                 */
+                ciphertext?: string;
+                /**
+                 * Format: byte
+                 * @description From an /encrypt answer (standard mode)
+                 */
+                encapsulatedKey?: string;
+                /**
+                 * Format: byte
+                 * @description From an /encrypt answer (standard mode)
+                 */
+                nonce?: string;
+                /**
+                 * Format: byte
+                 * @description From an /encrypt answer (standard mode)
+                 */
+                tag?: string;
+                /**
+                 * @description The mode of the /encrypt answer given (default standard); the new envelope is answered in the same mode
+                 * @enum {string}
+                 */
+                mode?: "standard" | "legacy";
+                /**
+                 * Format: byte
+                 * @description From a wrap answer; the new wrapped key is answered as wrappedKey
+                 */
+                wrappedKey?: string;
+                /**
+                 * Format: byte
+                 * @description From a data-key answer; the new encrypted data key is answered as encryptedDek
+                 */
+                encryptedDek?: string;
+                /** @description Cross-check: the key the envelope names (the answer given names it so): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+                keyId?: string;
+                /** @description Cross-check: the key version the envelope names */
+                keyVersion?: number;
+                /** @description From a data-key answer: the data key length, checked against the envelope */
+                keyBytes?: number;
+                /** @description From a data-key answer; ignored (accepted so the answer can be passed as it is) */
+                plaintextDek?: string;
+                /**
+                 * Format: uuid
+                 * @description From a re-encrypt answer: the key it re-encrypted from (ignored: the envelope names its key)
+                 */
+                sourceKeyId?: string;
+                /** @description From a re-encrypt answer: the version it re-encrypted from (ignored) */
+                sourceKeyVersion?: number;
+                /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+                context?: string | {
+                    [key: string]: string;
+                };
+                /** @description Additional authenticated data: a string, or a map of string to string bound as its canonical JSON (so the map {"b":"2","a":"1"} and the string {"a":"1","b":"2"} are the same context). The same context is needed to decrypt */
+                destinationContext?: string | {
+                    [key: string]: string;
+                };
+                /** @description The key to re-encrypt under (default: the tenant default Encryption key); may be the source key, for its current version; overrides the batch's destinationKeyId: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+                destinationKeyId?: string;
+                /** @enum {boolean} */
+                ok?: true;
+            }[];
+            /** @description The key of every item that names none (default: the tenant default Encryption key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            destinationKeyId?: string;
+            /**
+             * @description The mode of the /encrypt answers given, for items that name none
+             * @default standard
+             * @enum {string}
+             */
+            mode?: "standard" | "legacy";
+        };
+        ReEncryptBatchResponse: {
+            /** @description One result per item, in request order */
+            results: ({
+                /** @enum {boolean} */
+                ok: true;
+                /**
+                 * Format: byte
+                 * @description AES-256-GCM ciphertext, Base64 (legacy mode: the whole compact envelope); /encrypt answers
+                 */
+                ciphertext?: string;
+                /**
+                 * Format: byte
+                 * @description As /encrypt answers it (standard mode)
+                 */
+                encapsulatedKey?: string;
+                /**
+                 * Format: byte
+                 * @description As /encrypt answers it (standard mode)
+                 */
+                nonce?: string;
+                /**
+                 * Format: byte
+                 * @description As /encrypt answers it (standard mode)
+                 */
+                tag?: string;
+                /** @enum {string} */
+                mode?: "legacy";
+                /**
+                 * Format: byte
+                 * @description For a wrappedKey given: the new wrapped key (compact envelope)
+                 */
+                wrappedKey?: string;
+                /**
+                 * Format: byte
+                 * @description For an encryptedDek given: the new encrypted data key (compact envelope)
+                 */
+                encryptedDek?: string;
+                /** @description For an encryptedDek given: the data key length */
+                keyBytes?: number;
+                /**
+                 * Format: uuid
+                 * @description The destination key: the key the new envelope names
+                 */
+                keyId: string;
+                /** @description The destination key version (also inside the envelope) */
+                keyVersion: number;
+                /**
+                 * Format: uuid
+                 * @description The key the envelope given was under
+                 */
+                sourceKeyId: string;
+                /** @description The version the envelope given was under */
+                sourceKeyVersion: number;
+            } | {
+                /** @enum {boolean} */
+                ok: false;
+                /** @description The error code a single request would have had */
+                error: string;
+                message: string;
+            })[];
+        };
+        RawEncryptRequest: {
+            /**
+             * Format: byte
+             * @description The plaintext, Base64 (up to 65,536 bytes)
+             */
+            plaintext: string;
+            /**
+             * Format: byte
+             * @description Additional authenticated data, Base64 (up to 65,536 bytes); absent: none
+             */
+            aad?: string;
+        };
+        RawEncryptResponse: {
+            /**
+             * Format: byte
+             * @description AES-GCM ciphertext, as long as the plaintext
+             */
+            ciphertext: string;
+            /**
+             * Format: byte
+             * @description The 12-byte IV the service drew
+             */
+            iv: string;
+            /**
+             * Format: byte
+             * @description The 16-byte authentication tag
+             */
+            tag: string;
+            /**
+             * Format: uuid
+             * @description Key id
+             */
+            keyId: string;
+            /** @description The key version used */
+            keyVersion: number;
+        };
+        RawDecryptRequest: {
+            /**
+             * Format: byte
+             * @description The ciphertext, Base64 (up to 65,536 bytes)
+             */
+            ciphertext: string;
+            /**
+             * Format: byte
+             * @description The IV, Base64: 1 to 128 bytes (12 is GCM's standard length)
+             */
+            iv: string;
+            /**
+             * Format: byte
+             * @description The 16-byte authentication tag, Base64
+             */
+            tag: string;
+            /**
+             * Format: byte
+             * @description Additional authenticated data, Base64 (up to 65,536 bytes); absent: none
+             */
+            aad?: string;
+            /** @description The key version that encrypted (from raw-encrypt); absent: the current one */
+            keyVersion?: number;
+            /** @description From the raw-encrypt answer: must be the key of the path: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+            keyId?: string;
+        };
+        RawDecryptResponse: {
+            /**
+             * Format: byte
+             * @description The plaintext
+             */
+            plaintext: string;
+            /**
+             * Format: uuid
+             * @description Key id
+             */
+            keyId: string;
+            /** @description The key version used */
             keyVersion: number;
         };
         CreateSecretRequest: {
@@ -4687,14 +5214,22 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
+        /** @description A key created by a restricted API key must name `keys` and `operations` within its own (403 `restriction_escalation`) */
         requestBody: {
             content: {
                 /**
                  * @example {
-                 *       "name": "ci-deploy",
+                 *       "name": "ci-payments",
                  *       "scopes": [
                  *         "keys:read",
                  *         "encryption:write"
+                 *       ],
+                 *       "keys": [
+                 *         "alias/payments-prod"
+                 *       ],
+                 *       "operations": [
+                 *         "encrypt",
+                 *         "generate_data_key"
                  *       ],
                  *       "expiresAt": "2030-06-30T00:00:00Z"
                  *     }
@@ -4730,6 +5265,12 @@ export interface operations {
                         parentId: string | null;
                         expiresAt: string | null;
                         revokedAt: string | null;
+                        /** @description Key ids and aliases the key may use, fixed at creation; null: every key of the tenant */
+                        keys: string[] | null;
+                        /** @description Cryptographic operations the key may perform, fixed at creation; null: all its scopes allow */
+                        operations: ("encrypt" | "decrypt" | "re_encrypt" | "generate_data_key" | "wrap" | "unwrap" | "sign" | "verify" | "mac" | "mac_verify")[] | null;
+                        /** @description When the key last made a request the audit log records (every cryptographic operation and change, and refusals; not reads); null: never */
+                        lastUsedAt: string | null;
                         /** @description Shown once */
                         key: string;
                     };
@@ -4918,6 +5459,12 @@ export interface operations {
                         parentId: string | null;
                         expiresAt: string | null;
                         revokedAt: string | null;
+                        /** @description Key ids and aliases the key may use, fixed at creation; null: every key of the tenant */
+                        keys: string[] | null;
+                        /** @description Cryptographic operations the key may perform, fixed at creation; null: all its scopes allow */
+                        operations: ("encrypt" | "decrypt" | "re_encrypt" | "generate_data_key" | "wrap" | "unwrap" | "sign" | "verify" | "mac" | "mac_verify")[] | null;
+                        /** @description When the key last made a request the audit log records (every cryptographic operation and change, and refusals; not reads); null: never */
+                        lastUsedAt: string | null;
                         /** @description Keys this key created, directly or through others, revoked with it */
                         revokedDescendants: string[];
                     };
@@ -5088,7 +5635,7 @@ export interface operations {
                 /** @description Only keys of these types (repeat to select several) */
                 keyType?: ("Encryption" | "Signing" | "HMAC")[];
                 /** @description Only keys of these algorithms (repeat to select several) */
-                algorithm?: ("ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512")[];
+                algorithm?: ("ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "EC-P256" | "EC-P384" | "EC-P521" | "Ed25519" | "HMAC-SHA256" | "HMAC-SHA384" | "HMAC-SHA512" | "AES-128-GCM" | "AES-192-GCM" | "AES-256-GCM" | "X-Wing")[];
                 /** @description Keys carrying any of these labels (repeat to select several) */
                 label?: string[];
                 /** @description Case-insensitive text in name or description */
@@ -5385,7 +5932,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -5478,7 +6025,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -5584,7 +6131,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -5703,7 +6250,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -5809,7 +6356,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -5915,7 +6462,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6021,7 +6568,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6118,7 +6665,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6229,7 +6776,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6335,7 +6882,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6447,12 +6994,512 @@ export interface operations {
             };
         };
     };
+    listKeyAliases: {
+        parameters: {
+            query: {
+                /** @description Only the aliases of this key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+                keyId?: string;
+                /** @description Aliases per page */
+                limit: number;
+                /** @description nextCursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyAliasList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createKeyAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "alias": "alias/payments-prod",
+                 *       "keyId": "3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateKeyAliasRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyAlias"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getKeyAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The alias, URL-encoded: alias%2F<name>. Case-sensitive, unique in the tenant; alias/kms/ is reserved */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyAlias"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteKeyAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The alias, URL-encoded: alias%2F<name>. Case-sensitive, unique in the tenant; alias/kms/ is reserved */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    moveKeyAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The alias, URL-encoded: alias%2F<name>. Case-sensitive, unique in the tenant; alias/kms/ is reserved */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "keyId": "7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MoveKeyAliasRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyAlias"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     getRotationPolicy: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6542,7 +7589,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6657,7 +7704,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6745,7 +7792,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -6835,7 +7882,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -7488,7 +8535,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -7578,7 +8625,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -7696,7 +8743,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
                 /** @description The cloud export */
                 exportId: string;
@@ -7788,7 +8835,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
                 /** @description The cloud export */
                 exportId: string;
@@ -7878,7 +8925,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
                 /** @description The cloud export */
                 exportId: string;
@@ -8058,7 +9105,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -8148,7 +9195,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The key */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -9203,9 +10250,9 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Binary bodies only: the Encryption key (default: the tenant default Encryption key) */
+                /** @description Binary bodies only: the Encryption key (default: the tenant default Encryption key): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 "x-key-id"?: string;
-                /** @description Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes */
+                /** @description Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes (a map context: of its canonical JSON, docs/crypto-operations.md "Encryption context") */
                 "x-encryption-context"?: string;
             };
             path?: never;
@@ -9354,11 +10401,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Binary bodies only: cross-check of the key the envelope names */
+                /** @description Binary bodies only: cross-check of the key the envelope names: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 "x-key-id"?: string;
                 /** @description Binary bodies only: cross-check of the envelope key version (a decimal integer) */
                 "x-key-version"?: string;
-                /** @description Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes */
+                /** @description Binary bodies only: the context (additional authenticated data) as standard Base64 of its UTF-8 bytes (a map context: of its canonical JSON, docs/crypto-operations.md "Encryption context") */
                 "x-encryption-context"?: string;
             };
             path?: never;
@@ -9495,7 +10542,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Binary encrypt batches only: the Encryption key of every item (default: the tenant default) */
+                /** @description Binary encrypt batches only: the Encryption key of every item (default: the tenant default): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 "x-key-id"?: string;
             };
             path?: never;
@@ -9620,7 +10667,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Binary encrypt batches only: the Encryption key of every item (default: the tenant default) */
+                /** @description Binary encrypt batches only: the Encryption key of every item (default: the tenant default): the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 "x-key-id"?: string;
             };
             path?: never;
@@ -9752,7 +10799,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "message": "SGVsbG8sIHdvcmxkIQ=="
+                 *       "message": "SGVsbG8sIHdvcmxkIQ==",
+                 *       "signatureEncoding": "versioned"
                  *     }
                  */
                 "application/json": components["schemas"]["SignRequest"];
@@ -9880,9 +10928,8 @@ export interface operations {
                 /**
                  * @example {
                  *       "keyId": "3f0c9a8e-5b1d-4c2a-9e7f-1a2b3c4d5e6f",
-                 *       "keyVersion": 1,
                  *       "message": "SGVsbG8sIHdvcmxkIQ==",
-                 *       "signature": "yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg=="
+                 *       "signature": "kms:v1:yk/ZjmEuzq5u4SEMlzriVPsJAPK+la7mhyPabJcdfuZPoGRqb1JHpV7XUy4XEqChoh+Rhzyt2Tz+dM8MVqLTIg=="
                  *     }
                  */
                 "application/json": components["schemas"]["VerifyRequest"];
@@ -10003,7 +11050,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -10118,7 +11165,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -10343,7 +11390,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -10460,7 +11507,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -10576,7 +11623,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Key id */
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
                 keyId: string;
             };
             cookie?: never;
@@ -10649,6 +11696,484 @@ export interface operations {
                      *       "error": "insufficient_scope",
                      *       "message": "This API key lacks the scope keys:write",
                      *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    reEncrypt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ciphertext": "zGpaiBsXHk2wXnvXZ2dsQYnAzA==",
+                 *       "encapsulatedKey": "19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL",
+                 *       "nonce": "PpIRzfRMZHEkdhJe",
+                 *       "tag": "zCsEOOdfx+U8CiOosO0elQ==",
+                 *       "context": "order=1042",
+                 *       "destinationKeyId": "alias/payments-2026",
+                 *       "destinationContext": {
+                 *         "order": "1042",
+                 *         "tenant": "acme"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReEncryptRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReEncryptResponse"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Body too large (payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "payload_too_large",
+                     *       "message": "The request body exceeds the limit of 1048576 bytes",
+                     *       "limitBytes": 1048576
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    reEncryptBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "ciphertext": "zGpaiBsXHk2wXnvXZ2dsQYnAzA==",
+                 *           "encapsulatedKey": "19pfFL9heZ3BOpFeZ/lUJceJHOtSVmhLD31C8lrpEkys+WfH1L2ayYm+SZM0eHIyxusoxAvsKwKOqO7s9S2Lgx6TR+DqC4hWNCr0WpxJDHFkPtlrgFkygUOWXEl2LKIZlYDjFT2QA9cd5sVuPKmMwasx1p8b87hL",
+                 *           "nonce": "PpIRzfRMZHEkdhJe",
+                 *           "tag": "zCsEOOdfx+U8CiOosO0elQ==",
+                 *           "context": "order=1042"
+                 *         }
+                 *       ],
+                 *       "destinationKeyId": "0b6f3c1e-4a4f-4b8e-9a51-2f0c1d7e9a10"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReEncryptBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReEncryptBatchResponse"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Body too large (payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "payload_too_large",
+                     *       "message": "The request body exceeds the limit of 1048576 bytes",
+                     *       "limitBytes": 1048576
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    rawEncrypt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+                keyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "plaintext": "SGVsbG8sIHdvcmxkIQ==",
+                 *       "aad": "b3JkZXI9MTA0Mg=="
+                 *     }
+                 */
+                "application/json": components["schemas"]["RawEncryptRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RawEncryptResponse"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    rawDecrypt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key: the key id, or an alias (alias/<name>; in a path, URL-encoded: alias%2F<name>) */
+                keyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ciphertext": "W2nHoYQHMdCSPZ5bvg==",
+                 *       "iv": "N5eRqKZpkNhw1NCY",
+                 *       "tag": "WnQ1CCTxpDMQ5+3hc3o7jw==",
+                 *       "aad": "b3JkZXI9MTA0Mg==",
+                 *       "keyVersion": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["RawDecryptRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RawDecryptResponse"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorResponse"];

@@ -197,6 +197,7 @@ export function ApiKeysPage() {
                     <th scope="col">Expires</th>
                     <th scope="col">Status</th>
                     <th scope="col">Created</th>
+                    <th scope="col">Last used</th>
                     <th scope="col">Parent</th>
                     {!cannotWrite && (
                       <th scope="col">
@@ -229,6 +230,16 @@ export function ApiKeysPage() {
                               ))}
                             </ul>
                           )}
+                          {key.keys && (
+                            <div className="muted api-keys-small">
+                              Only {key.keys.length === 1 ? '1 key' : `${key.keys.length} keys`}:{' '}
+                              <span className="mono">{key.keys.slice(0, 3).join(', ')}</span>
+                              {key.keys.length > 3 && ` and ${key.keys.length - 3} more`}
+                            </div>
+                          )}
+                          {key.operations && (
+                            <div className="muted api-keys-small">Only {key.operations.join(', ')}</div>
+                          )}
                         </td>
                         <td>
                           <Time value={key.expiresAt} />
@@ -244,6 +255,9 @@ export function ApiKeysPage() {
                         <td>
                           <Time value={key.createdAt} />
                           <div className="muted api-keys-small">by {creator(key.createdBy)}</div>
+                        </td>
+                        <td>
+                          <Time value={key.lastUsedAt} />
                         </td>
                         <td>
                           {key.parentId === null ? (

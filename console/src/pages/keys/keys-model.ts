@@ -36,6 +36,10 @@ const ALGORITHMS: Record<Algorithm, { types: readonly KeyType[]; description: st
   'HMAC-SHA256': { types: ['HMAC'], description: 'HMAC with SHA-256' },
   'HMAC-SHA384': { types: ['HMAC'], description: 'HMAC with SHA-384' },
   'HMAC-SHA512': { types: ['HMAC'], description: 'HMAC with SHA-512' },
+  'AES-128-GCM': { types: ['Encryption'], description: 'Symmetric AES-GCM, 128-bit key' },
+  'AES-192-GCM': { types: ['Encryption'], description: 'Symmetric AES-GCM, 192-bit key' },
+  'AES-256-GCM': { types: ['Encryption'], description: 'Symmetric AES-GCM, 256-bit key' },
+  'X-Wing': { types: ['Encryption'], description: 'Hybrid post-quantum KEM: ML-KEM-768 + X25519' },
 }
 
 export const ALL_ALGORITHMS = Object.keys(ALGORITHMS) as Algorithm[]

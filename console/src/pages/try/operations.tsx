@@ -163,7 +163,8 @@ export function EncryptPanel(props: { keyView: Key; onDecrypt(input: DecryptInpu
               onPress={() =>
                 props.onDecrypt({
                   answer: JSON.stringify(encrypt.data, null, 2),
-                  context: encrypt.variables?.context ?? '',
+                  // This form sends a context as text only (the API also takes a map).
+                  context: typeof encrypt.variables?.context === 'string' ? encrypt.variables.context : '',
                 })
               }
             >
