@@ -1,4 +1,5 @@
 import { Type } from 'typebox'
+import { boundedJson } from '../http/http-schemas.ts'
 import { invalidField } from '../platform/errors.ts'
 
 /**
@@ -35,6 +36,8 @@ const ContextMap = Type.Unsafe<Record<string, string>>({
   type: 'object',
   additionalProperties: { type: 'string', maxLength: MAX_CONTEXT_CHARS },
   maxProperties: MAX_CONTEXT_PAIRS,
+  // A flat map: what the bounds of a free-form request object say of it (http/validation.ts).
+  ...boundedJson({ depth: 1, members: MAX_CONTEXT_PAIRS, chars: MAX_CONTEXT_CHARS }),
   description:
     `The context as a map of string to string: at most ${MAX_CONTEXT_PAIRS} pairs, keys of 1 to ` +
     `${MAX_CONTEXT_KEY_CHARS} characters, well-formed Unicode, at most ${MAX_CONTEXT_CHARS} characters in ` +

@@ -3,7 +3,7 @@ import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
 import { DECRYPT_STATES, ENCRYPT_STATES } from '../keys/key-state.ts'
-import { AppError } from '../platform/errors.ts'
+import { AppError, invalidField } from '../platform/errors.ts'
 import { decryptionFailed } from './crypto-service.ts'
 import { aesGcmCipher, NONCE_BYTES } from './envelope.ts'
 import { type KeyResolver, requireSecretKey, type UsableKey } from './key-resolver.ts'
@@ -61,6 +61,13 @@ export const RAW_TAG_BYTES = 16
  * refuses a longer IV, which would otherwise surface as a decryption failure of authentic data.
  */
 export const RAW_IV_BYTES = { min: 1, max: 128 } as const
+
+function requireLength(bytes: Buffer, field: string, min: number, max: number, what: string): void {
+  if (bytes.length < min || bytes.length > max) {
+    const range = min === max ? `${min}` : `${min} to ${max}`
+    throw invalidField(field, `must be ${range} bytes (${what}), not ${bytes.length}`)
+  }
+}
 
 const notAnAesKey = (algorithm: string) =>
   new AppError(400, 'key_type_mismatch', `Raw AES-GCM needs an AES-GCM key, not ${algorithm}`)
@@ -136,6 +143,9 @@ export function createRawAesService(deps: {
         })
         target.keyVersion = key.version
         const secret = aesKeyOf(key)
+        // After the key: like every /keys/{keyId} route, another tenant's key is 404 whatever the body.
+        requireLength(input.iv, 'body/iv', RAW_IV_BYTES.min, RAW_IV_BYTES.max, 'the IV')
+        requireLength(input.tag, 'body/tag', RAW_TAG_BYTES, RAW_TAG_BYTES, 'a full GCM tag')
         let plaintext: Buffer
         try {
           const decipher = createDecipheriv(aesGcmCipher(secret), secret, input.iv, {

@@ -113,6 +113,10 @@ describe('console keys', () => {
       'RSA-2048',
       'RSA-3072',
       'RSA-4096',
+      'AES-128-GCM',
+      'AES-192-GCM',
+      'AES-256-GCM',
+      'X-Wing',
     ])
     await page.getByRole('option', { name: /^ML-KEM-768/ }).click()
     const labels = page.getByRole('textbox', { name: 'Labels' })

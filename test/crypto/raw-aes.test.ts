@@ -4,6 +4,18 @@ import { after, before, describe, test } from 'node:test'
 import { gcm } from '@noble/ciphers/aes.js'
 import { apiClient, b64, unb64, uniqueName } from '../helpers/api-client.ts'
 import {
+  bodyOf,
+  DEK_INFO,
+  type DekRecovery,
+  type Expected,
+  fromCompact,
+  openEnvelope,
+  type Parts,
+  type Purpose,
+  partsOf,
+  SCHEMES,
+} from '../helpers/envelope-parts.ts'
+import {
   type AuditView,
   type HttpResult,
   startTestService,
@@ -18,8 +30,8 @@ import {
  * @noble/ciphers, and AES-GCM made outside (IVs of 1 to 128 bytes) decrypts inside.
  * Any authentication failure is the one 400 decryption_failed; bad field sizes are 400s naming the
  * field. The same keys work with /encrypt, /decrypt, wrap, unwrap, data keys and batches (envelope
- * scheme 0x03, opened here from the format comment of src/crypto/envelope.ts alone). Also: HMAC
- * imports take 16 to 1,024 bytes.
+ * scheme 0x03, opened here from docs/envelope-format.md alone, with test/helpers/envelope-parts.ts).
+ * Also: HMAC imports take 16 to 1,024 bytes.
  */
 
 const SIZES = [
@@ -54,75 +66,30 @@ function nobleSeal(key: Buffer, iv: Buffer, plaintext: Buffer, aad: Buffer) {
   return { ciphertext: sealed.subarray(0, sealed.length - 16), tag: sealed.subarray(sealed.length - 16) }
 }
 
-// ---- The envelope, from the format comment of src/crypto/envelope.ts ------------------------
-
-const HEADER_BYTES = 22
-const DEK_INFO = Buffer.from('kms/envelope/v1/dek')
-const LABELS = { encrypt: Buffer.from('kms/envelope/v1'), wrap: Buffer.from('kms/wrap/v1') } as const
-
-interface Parts {
-  encapsulatedKey: Buffer
-  nonce: Buffer
-  tag: Buffer
-  ciphertext: Buffer
-}
-
-const partsOf = (r: Record<string, string>): Parts => ({
-  encapsulatedKey: unb64(r['encapsulatedKey']!),
-  nonce: unb64(r['nonce']!),
-  tag: unb64(r['tag']!),
-  ciphertext: unb64(r['ciphertext']!),
-})
-
-/** The four envelope fields of an encrypt answer, as /decrypt takes them. */
-const partsBody = (r: Record<string, string>) => ({
-  ciphertext: r['ciphertext'],
-  encapsulatedKey: r['encapsulatedKey'],
-  nonce: r['nonce'],
-  tag: r['tag'],
-})
-
-/** uint16 BE length || encapsulatedKey || nonce (12) || tag (16) || ciphertext. */
-function fromCompact(bytes: Buffer): Parts {
-  const n = bytes.readUInt16BE(0)
-  return {
-    encapsulatedKey: bytes.subarray(2, 2 + n),
-    nonce: bytes.subarray(2 + n, 14 + n),
-    tag: bytes.subarray(14 + n, 30 + n),
-    ciphertext: bytes.subarray(30 + n),
-  }
-}
+// ---- The envelope (docs/envelope-format.md; test/helpers/envelope-parts.ts) ---------------------
 
 /**
  * Scheme 0x03: protected DEK = DEK nonce (12) || AES-GCM(key, DEK nonce, AAD = "kms/envelope/v1/dek"
- * || header, DEK (32)) || its tag (16); then AES-256-GCM(DEK, nonce, label || header || context).
- * noble opens the DEK, node:crypto the data.
+ * || header, DEK (32)) || its tag (16). node:crypto opens the DEK here, noble the data (the helper).
  */
-function openOutside(
-  parts: Parts,
-  purpose: keyof typeof LABELS,
-  context: string,
-  key: Buffer,
-  expected: { keyId: string; keyVersion: number },
-): Buffer {
-  const header = parts.encapsulatedKey.subarray(0, HEADER_BYTES)
-  assert.equal(header[0], 0x01, 'format version 1')
-  assert.equal(header[1], 0x03, 'scheme 0x03: AES-GCM')
-  assert.equal(header.subarray(2, 18).toString('hex'), expected.keyId.replaceAll('-', ''), 'the key id')
-  assert.equal(header.readUInt32BE(18), expected.keyVersion, 'the key version')
-  const protectedDek = parts.encapsulatedKey.subarray(HEADER_BYTES)
-  assert.equal(protectedDek.length, 60, 'the protected DEK is 12 + 32 + 16 bytes')
-  const dek = nobleOpen(
-    key,
-    protectedDek.subarray(0, 12),
-    protectedDek.subarray(12, 44),
-    protectedDek.subarray(44),
-    Buffer.concat([DEK_INFO, header]),
-  )
-  assert.equal(dek.length, 32)
-  const aad = Buffer.concat([LABELS[purpose], header, Buffer.from(context, 'utf8')])
-  return nodeOpen(dek, parts.nonce, parts.ciphertext, parts.tag, aad)
-}
+const aesGcmRecovery = (key: Buffer): DekRecovery => ({
+  scheme: SCHEMES.aesGcm,
+  protectedDekBytes: 12 + 32 + 16,
+  recover: (protectedDek, header) =>
+    nodeOpen(
+      key,
+      protectedDek.subarray(0, 12),
+      protectedDek.subarray(12, 44),
+      protectedDek.subarray(44),
+      Buffer.concat([DEK_INFO, header]),
+    ),
+})
+
+const openOutside = (parts: Parts, purpose: Purpose, context: string, key: Buffer, expected: Expected) =>
+  openEnvelope(parts, aesGcmRecovery(key), { purpose, context, expected })
+
+/** The four envelope fields of an encrypt answer, as /decrypt takes them. */
+const partsBody = (r: Record<string, string>) => bodyOf(partsOf(r))
 
 describe('AES-GCM keys and raw AES-GCM', () => {
   let svc: TestService

@@ -1,11 +1,21 @@
 import assert from 'node:assert/strict'
-import { constants, createPrivateKey, privateDecrypt, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import { gcm } from '@noble/ciphers/aes.js'
-import { hmac } from '@noble/hashes/hmac.js'
-import { sha256 } from '@noble/hashes/sha2.js'
 import { ml_kem768 } from '@noble/post-quantum/ml-kem.js'
 import { apiClient, b64, unb64, uniqueName } from '../helpers/api-client.ts'
+import {
+  bodyOf,
+  type DekRecovery,
+  fromCompact,
+  headerOf,
+  kemRecovery,
+  openEnvelope,
+  type Parts,
+  type Purpose,
+  partsOf,
+  rsaOaepRecovery,
+  SCHEMES,
+} from '../helpers/envelope-parts.ts'
 import { type AuditView, startTestService, type TenantWithKey, type TestService } from '../helpers/service.ts'
 
 /**
@@ -18,10 +28,6 @@ import { type AuditView, startTestService, type TenantWithKey, type TestService 
  * keys and data keys; batches with good and bad items; scopes; and the audit records.
  */
 
-const HEADER_BYTES = 22
-const DEK_INFO = Buffer.from('kms/envelope/v1/dek')
-const LABELS = { encrypt: Buffer.from('kms/envelope/v1'), wrap: Buffer.from('kms/wrap/v1') }
-
 interface Envelope {
   ciphertext: string
   encapsulatedKey: string
@@ -29,69 +35,17 @@ interface Envelope {
   tag: string
 }
 
-type PrivateKey = { kind: 'rsa'; pem: string } | { kind: 'ml-kem'; secretKey: Uint8Array }
+/**
+ * Opens an envelope without the service (test/helpers/envelope-parts.ts): RSA-OAEP-SHA256 by
+ * node:crypto, ML-KEM by noble, then HMAC-SHA256 and AES-GCM by noble.
+ */
+const openIndependently = (parts: Parts, key: DekRecovery, context: string, purpose: Purpose = 'encrypt') =>
+  openEnvelope(parts, key, { purpose, context })
 
-interface EnvelopeBytes {
-  encapsulatedKey: Buffer
-  nonce: Buffer
-  tag: Buffer
-  ciphertext: Buffer
-}
-
-/** The compact form (docs/envelope-format.md): u16 length, encapsulatedKey, nonce, tag, ciphertext. */
-function fromCompact(bytes: Buffer): EnvelopeBytes {
-  const keyLength = bytes.readUInt16BE(0)
-  const nonceAt = 2 + keyLength
-  return {
-    encapsulatedKey: bytes.subarray(2, nonceAt),
-    nonce: bytes.subarray(nonceAt, nonceAt + 12),
-    tag: bytes.subarray(nonceAt + 12, nonceAt + 28),
-    ciphertext: bytes.subarray(nonceAt + 28),
-  }
-}
-
-const fromParts = (e: Envelope): EnvelopeBytes => ({
-  encapsulatedKey: unb64(e.encapsulatedKey),
-  nonce: unb64(e.nonce),
-  tag: unb64(e.tag),
-  ciphertext: unb64(e.ciphertext),
-})
-
-/** The header's key id and version (offsets 2..17 and 18..21). */
-function headerOf(envelope: EnvelopeBytes): { scheme: number; keyId: string; keyVersion: number } {
-  const hex = envelope.encapsulatedKey.subarray(2, 18).toString('hex')
-  return {
-    scheme: envelope.encapsulatedKey[1]!,
-    keyId: [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)].join('-'),
-    keyVersion: envelope.encapsulatedKey.readUInt32BE(18),
-  }
-}
-
-/** Opens an envelope without the service: RSA-OAEP-SHA256 by node:crypto, ML-KEM/HMAC/AES-GCM by noble. */
-function openIndependently(
-  envelope: EnvelopeBytes,
-  key: PrivateKey,
-  context: Buffer,
-  purpose: keyof typeof LABELS = 'encrypt',
-): Buffer {
-  const header = envelope.encapsulatedKey.subarray(0, HEADER_BYTES)
-  const protectedDek = envelope.encapsulatedKey.subarray(HEADER_BYTES)
-  let dek: Uint8Array
-  if (key.kind === 'rsa') {
-    assert.equal(header[1], 0x02, 'scheme RSA-OAEP-SHA256')
-    dek = privateDecrypt(
-      { key: createPrivateKey(key.pem), padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
-      protectedDek,
-    )
-  } else {
-    assert.equal(header[1], 0x01, 'scheme ML-KEM')
-    const shared = ml_kem768.decapsulate(protectedDek, key.secretKey)
-    dek = hmac(sha256, shared, Buffer.concat([DEK_INFO, header, Buffer.of(0x01)]))
-  }
-  const aad = Buffer.concat([LABELS[purpose], header, context])
-  return Buffer.from(
-    gcm(dek, envelope.nonce, aad).decrypt(Buffer.concat([envelope.ciphertext, envelope.tag])),
-  )
+/** A re-encrypt answer has exactly its form's own fields, the destination key and version, and the source's. */
+function assertAnswerFields(answer: Record<string, unknown>, own: string[]): void {
+  const fields = [...own, 'keyId', 'keyVersion', 'sourceKeyId', 'sourceKeyVersion']
+  assert.deepEqual(Object.keys(answer).sort(), fields.sort())
 }
 
 describe('re-encrypt', () => {
@@ -100,8 +54,8 @@ describe('re-encrypt', () => {
   let otherTenant: TenantWithKey
   let mlKem: { id: string; name: string }
   let rsa: { id: string; name: string }
-  let mlKemKey: PrivateKey
-  let rsaKey: PrivateKey
+  let mlKemKey: DekRecovery
+  let rsaKey: DekRecovery
 
   const api = apiClient(() => ({ svc, tenant }))
   const call = api.call
@@ -109,19 +63,17 @@ describe('re-encrypt', () => {
   async function exportPrivate(
     key: { id: string; name: string },
     format: 'PEM' | 'RAW',
-  ): Promise<PrivateKey> {
+  ): Promise<DekRecovery> {
     const res = await call('POST', `/keys/${key.id}/export-private`, {
       confirm: key.name,
       format,
       version: 1,
     })
     assert.equal(res.status, 200, res.text)
-    if (format === 'PEM') return { kind: 'rsa', pem: res.body.privateKey }
+    if (format === 'PEM') return rsaOaepRecovery(res.body.privateKey)
     // The 64-byte seed FIPS 203 ML-KEM.KeyGen_internal(d, z) expands.
-    return {
-      kind: 'ml-kem',
-      secretKey: ml_kem768.keygen(new Uint8Array(unb64(res.body.privateKey))).secretKey,
-    }
+    const { secretKey } = ml_kem768.keygen(new Uint8Array(unb64(res.body.privateKey)))
+    return kemRecovery(SCHEMES.mlKem, (cipherText) => ml_kem768.decapsulate(cipherText, secretKey))
   }
 
   before(async () => {
@@ -168,34 +120,29 @@ describe('re-encrypt', () => {
 
       const toRsa = await reEncrypt({ ...original, context, destinationKeyId: rsa.id })
       assert.equal(toRsa.status, 200, toRsa.text)
-      assert.deepEqual(Object.keys(toRsa.body).sort(), [
-        'ciphertext',
-        'encapsulatedKey',
-        'keyId',
-        'keyVersion',
-        'nonce',
-        'sourceKeyId',
-        'sourceKeyVersion',
-        'tag',
-      ])
+      assertAnswerFields(toRsa.body, ['ciphertext', 'encapsulatedKey', 'nonce', 'tag'])
       assert.equal(toRsa.body.keyId, rsa.id)
       assert.equal(toRsa.body.keyVersion, 1)
       assert.equal(toRsa.body.sourceKeyId, mlKem.id)
       assert.equal(toRsa.body.sourceKeyVersion, 1)
-      const rsaEnvelope = fromParts(toRsa.body)
-      assert.deepEqual(headerOf(rsaEnvelope), { scheme: 0x02, keyId: rsa.id, keyVersion: 1 })
+      const rsaEnvelope = partsOf(toRsa.body)
+      assert.deepEqual(headerOf(rsaEnvelope.encapsulatedKey), { scheme: 0x02, keyId: rsa.id, keyVersion: 1 })
       await assertDecrypts(toRsa.body, plaintext, { context })
-      assert.ok(openIndependently(rsaEnvelope, rsaKey, Buffer.from(context)).equals(plaintext))
+      assert.ok(openIndependently(rsaEnvelope, rsaKey, context).equals(plaintext))
 
       // The answer passes back as it came (sourceKeyId and sourceKeyVersion included).
       const back = await reEncrypt({ ...toRsa.body, context, destinationKeyId: mlKem.id })
       assert.equal(back.status, 200, back.text)
       assert.equal(back.body.keyId, mlKem.id)
       assert.equal(back.body.sourceKeyId, rsa.id)
-      const mlKemEnvelope = fromParts(back.body)
-      assert.deepEqual(headerOf(mlKemEnvelope), { scheme: 0x01, keyId: mlKem.id, keyVersion: 1 })
+      const mlKemEnvelope = partsOf(back.body)
+      assert.deepEqual(headerOf(mlKemEnvelope.encapsulatedKey), {
+        scheme: 0x01,
+        keyId: mlKem.id,
+        keyVersion: 1,
+      })
       await assertDecrypts(back.body, plaintext, { context })
-      assert.ok(openIndependently(mlKemEnvelope, mlKemKey, Buffer.from(context)).equals(plaintext))
+      assert.ok(openIndependently(mlKemEnvelope, mlKemKey, context).equals(plaintext))
       // A fresh envelope, not the original: new encapsulation, new nonce.
       assert.notEqual(back.body.encapsulatedKey, original.encapsulatedKey)
     })
@@ -214,7 +161,7 @@ describe('re-encrypt', () => {
       const stale = await call('POST', '/decrypt', { ...res.body, context: 'tenant=a' })
       assert.equal(stale.status, 400, stale.text)
       assert.equal(stale.body.error, 'decryption_failed')
-      assert.ok(openIndependently(fromParts(res.body), rsaKey, Buffer.from('tenant=b')).equals(plaintext))
+      assert.ok(openIndependently(partsOf(res.body), rsaKey, 'tenant=b').equals(plaintext))
     })
 
     test('legacy mode in, legacy mode out', async () => {
@@ -223,21 +170,10 @@ describe('re-encrypt', () => {
       assert.equal(original.mode, 'legacy')
       const res = await reEncrypt({ ...original, destinationKeyId: mlKem.id })
       assert.equal(res.status, 200, res.text)
-      assert.deepEqual(Object.keys(res.body).sort(), [
-        'ciphertext',
-        'keyId',
-        'keyVersion',
-        'mode',
-        'sourceKeyId',
-        'sourceKeyVersion',
-      ])
+      assertAnswerFields(res.body, ['ciphertext', 'mode'])
       assert.equal(res.body.mode, 'legacy')
       await assertDecrypts(res.body, plaintext)
-      assert.ok(
-        openIndependently(fromCompact(unb64(res.body.ciphertext)), mlKemKey, Buffer.alloc(0)).equals(
-          plaintext,
-        ),
-      )
+      assert.ok(openIndependently(fromCompact(unb64(res.body.ciphertext)), mlKemKey, '').equals(plaintext))
     })
 
     test('the destination defaults to the tenant default Encryption key', async () => {
@@ -267,7 +203,7 @@ describe('re-encrypt', () => {
       assert.equal(res.body.keyId, key.id)
       assert.equal(res.body.keyVersion, 2)
       assert.equal(res.body.sourceKeyVersion, 1)
-      assert.equal(headerOf(fromParts(res.body)).keyVersion, 2)
+      assert.equal(headerOf(partsOf(res.body).encapsulatedKey).keyVersion, 2)
       await assertDecrypts(res.body, plaintext)
     })
 
@@ -317,7 +253,7 @@ describe('re-encrypt', () => {
       const res = await reEncrypt({ ...original, destinationKeyId: imported.body.id })
       assert.equal(res.status, 200, res.text)
       assert.equal(res.body.keyId, imported.body.id)
-      assert.ok(openIndependently(fromParts(res.body), rsaKey, Buffer.alloc(0)).equals(plaintext))
+      assert.ok(openIndependently(partsOf(res.body), rsaKey, '').equals(plaintext))
       const fromPublic = await reEncrypt({ ...res.body, destinationKeyId: mlKem.id })
       assert.equal(fromPublic.status, 409, fromPublic.text)
       assert.equal(fromPublic.body.error, 'public_key_only')
@@ -489,14 +425,7 @@ describe('re-encrypt', () => {
       assert.equal(data.status, 200, data.text)
       const res = await reEncrypt({ ...data.body, context, destinationKeyId: rsa.id })
       assert.equal(res.status, 200, res.text)
-      assert.deepEqual(Object.keys(res.body).sort(), [
-        'encryptedDek',
-        'keyBytes',
-        'keyId',
-        'keyVersion',
-        'sourceKeyId',
-        'sourceKeyVersion',
-      ])
+      assertAnswerFields(res.body, ['encryptedDek', 'keyBytes'])
       assert.equal(res.body.keyBytes, 32)
       const unwrapped = await call('POST', `/keys/${rsa.id}/unwrap`, { ...res.body, context })
       assert.equal(unwrapped.status, 200, unwrapped.text)
@@ -504,12 +433,12 @@ describe('re-encrypt', () => {
       const independent = openIndependently(
         fromCompact(unb64(res.body.encryptedDek)),
         rsaKey,
-        Buffer.from(context),
+        context,
         'wrap',
       )
       assert.equal(b64(independent), data.body.plaintextDek)
       // Still a wrapped key: /decrypt does not open it (its own AAD label).
-      const asEnvelope = { ...fromCompactParts(unb64(res.body.encryptedDek)), context }
+      const asEnvelope = { ...bodyOf(fromCompact(unb64(res.body.encryptedDek))), context }
       const decrypt = await call('POST', '/decrypt', asEnvelope)
       assert.equal(decrypt.status, 400, decrypt.text)
       assert.equal(decrypt.body.error, 'decryption_failed')
@@ -521,22 +450,11 @@ describe('re-encrypt', () => {
       assert.equal(wrapped.status, 200, wrapped.text)
       const res = await reEncrypt({ ...wrapped.body, destinationKeyId: mlKem.id })
       assert.equal(res.status, 200, res.text)
-      assert.deepEqual(Object.keys(res.body).sort(), [
-        'keyId',
-        'keyVersion',
-        'sourceKeyId',
-        'sourceKeyVersion',
-        'wrappedKey',
-      ])
+      assertAnswerFields(res.body, ['wrappedKey'])
       const unwrapped = await call('POST', `/keys/${mlKem.id}/unwrap`, res.body)
       assert.equal(unwrapped.status, 200, unwrapped.text)
       assert.ok(unb64(unwrapped.body.plaintext).equals(material))
-      const independent = openIndependently(
-        fromCompact(unb64(res.body.wrappedKey)),
-        mlKemKey,
-        Buffer.alloc(0),
-        'wrap',
-      )
+      const independent = openIndependently(fromCompact(unb64(res.body.wrappedKey)), mlKemKey, '', 'wrap')
       assert.ok(independent.equals(material))
     })
   })
@@ -606,11 +524,7 @@ describe('re-encrypt', () => {
         assert.ok(unb64(r.plaintext).equals(plaintexts[i]!), `item ${i} decrypts to its plaintext`)
       }
       // One independently, from the exported RSA key.
-      assert.ok(
-        openIndependently(fromParts(results[0] as unknown as Envelope), rsaKey, Buffer.from('batch')).equals(
-          plaintexts[0]!,
-        ),
-      )
+      assert.ok(openIndependently(partsOf(results[0]!), rsaKey, 'batch').equals(plaintexts[0]!))
       // A batch result has `ok`, which the single unwrap does not take.
       const { ok: _, ...wrappedResult } = results[6]!
       const unwrapped = await call('POST', `/keys/${rsa.id}/unwrap`, wrappedResult)
@@ -697,14 +611,3 @@ describe('re-encrypt', () => {
     })
   })
 })
-
-/** A compact envelope as /decrypt's four fields (to show a wrapped key does not open there). */
-function fromCompactParts(bytes: Buffer): Envelope {
-  const e = fromCompact(bytes)
-  return {
-    ciphertext: b64(e.ciphertext),
-    encapsulatedKey: b64(e.encapsulatedKey),
-    nonce: b64(e.nonce),
-    tag: b64(e.tag),
-  }
-}

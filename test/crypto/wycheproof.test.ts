@@ -38,7 +38,7 @@ import {
 } from '../helpers/wycheproof.ts'
 
 /**
- * Issue 35, acceptance 1: every C2SP Wycheproof vector file in ../shared/vectors/wycheproof goes
+ * Issue 35, acceptance 1: every C2SP Wycheproof vector file in test/vectors/wycheproof goes
  * through the service's public HTTP API (a test service on a real port, an API key with the
  * scopes the routes need): public keys are imported as public-only keys and signatures checked
  * with POST /verify, MACs with /keys/{id}/mac/verify, AES-GCM with /keys/{id}/raw-decrypt, and
@@ -514,69 +514,70 @@ async function decapsulationOutcome(
   return plaintextOutcome(await call('POST', '/decrypt', { ...envelope, context }), plaintext, DECRYPT_DATA)
 }
 
-const mlKemAlgorithm = (group: WycheproofGroup) => String(group['parameterSet'])
-
-const mlKem: Mapper = (file, controls) =>
-  runVectors(file, async (group, t) => {
-    const algorithm = mlKemAlgorithm(group)
-    const size = ML_KEM_SIZES[algorithm]
-    if (!size) return inapplicable(`${algorithm}: not an ML-KEM parameter set the service offers`)
-    const seed = hex(t['seed'])
-    const imported = await importKey({
-      keyType: 'Encryption',
-      algorithm,
-      format: 'RAW',
-      keyMaterial: b64(seed),
+/**
+ * An ML-KEM file's vectors through `work`, with the group's parameter set as the algorithm and
+ * its sizes; a parameter set the service does not offer is inapplicable.
+ */
+const mlKemVectors =
+  (
+    work: (
+      algorithm: string,
+      size: { oid: string; seed: number },
+      t: WycheproofTest,
+      controls: Controls,
+    ) => Promise<Outcome>,
+  ): Mapper =>
+  (file, controls) =>
+    runVectors(file, async (group, t) => {
+      const algorithm = String(group['parameterSet'])
+      const size = ML_KEM_SIZES[algorithm]
+      if (!size) return inapplicable(`${algorithm}: not an ML-KEM parameter set the service offers`)
+      return work(algorithm, size, t, controls)
     })
-    if (seed.length !== size.seed) return invalidKeyImport(imported, `a ${seed.length}-byte seed`)
-    if (!imported.ok) return importRefused(imported)
-    return decapsulationOutcome(imported, t, controls)
+
+/** An ML-KEM key from a vector's material (a seed, an expanded PKCS#8 or a public ek). */
+const importMlKem = (algorithm: string, format: 'RAW' | 'PKCS#8', material: Buffer, publicOnly?: true) =>
+  importKey({
+    keyType: 'Encryption',
+    algorithm,
+    format,
+    keyMaterial: b64(material),
+    ...(publicOnly ? { publicOnly } : {}),
   })
 
-const mlKemSemiExpanded: Mapper = (file, controls) =>
-  runVectors(file, async (group, t) => {
-    const algorithm = mlKemAlgorithm(group)
-    if (!ML_KEM_SIZES[algorithm])
-      return inapplicable(`${algorithm}: not an ML-KEM parameter set the service offers`)
-    const imported = await importKey({
-      keyType: 'Encryption',
-      algorithm,
-      format: 'PKCS#8',
-      keyMaterial: b64(expandedKeyPkcs8(algorithm, hex(t['dk']))),
-    })
-    const flags = t.flags ?? []
-    if (flags.includes('IncorrectDecapsulationKeyLength') || flags.includes('InvalidDecapsulationKey')) {
-      return invalidKeyImport(imported, 'an invalid decapsulation key')
-    }
-    if (!imported.ok) return importRefused(imported)
-    return decapsulationOutcome(imported, t, controls)
-  })
+const mlKem = mlKemVectors(async (algorithm, size, t, controls) => {
+  const seed = hex(t['seed'])
+  const imported = await importMlKem(algorithm, 'RAW', seed)
+  if (seed.length !== size.seed) return invalidKeyImport(imported, `a ${seed.length}-byte seed`)
+  if (!imported.ok) return importRefused(imported)
+  return decapsulationOutcome(imported, t, controls)
+})
 
-const mlKemEncaps: Mapper = (file, controls) =>
-  runVectors(file, async (group, t) => {
-    const algorithm = mlKemAlgorithm(group)
-    if (!ML_KEM_SIZES[algorithm])
-      return inapplicable(`${algorithm}: not an ML-KEM parameter set the service offers`)
-    const imported = await importKey({
-      keyType: 'Encryption',
-      algorithm,
-      format: 'RAW',
-      keyMaterial: b64(hex(t['ek'])),
-      publicOnly: true,
-    })
-    if (t.result === 'invalid') return invalidKeyImport(imported, 'an invalid encapsulation key')
-    // Refusing every ek would pass the invalid vectors: the valid ones' ek must be accepted.
-    controls.record(
-      'a valid ek imports as a public-only key',
-      imported.ok && imported.publicOnly === true,
-      () =>
-        imported.ok
-          ? `tcId ${t.tcId}: publicOnly is ${String(imported.publicOnly)}`
-          : `tcId ${t.tcId}: ${imported.how}`,
-    )
-    if ('m' in t) return inapplicable(CALLER_RANDOMNESS)
-    return inapplicable('valid ML-KEM encapsulation vector without m: nothing the API could be asked')
-  })
+const mlKemSemiExpanded = mlKemVectors(async (algorithm, _size, t, controls) => {
+  const imported = await importMlKem(algorithm, 'PKCS#8', expandedKeyPkcs8(algorithm, hex(t['dk'])))
+  const flags = t.flags ?? []
+  if (flags.includes('IncorrectDecapsulationKeyLength') || flags.includes('InvalidDecapsulationKey')) {
+    return invalidKeyImport(imported, 'an invalid decapsulation key')
+  }
+  if (!imported.ok) return importRefused(imported)
+  return decapsulationOutcome(imported, t, controls)
+})
+
+const mlKemEncaps = mlKemVectors(async (algorithm, _size, t, controls) => {
+  const imported = await importMlKem(algorithm, 'RAW', hex(t['ek']), true)
+  if (t.result === 'invalid') return invalidKeyImport(imported, 'an invalid encapsulation key')
+  // Refusing every ek would pass the invalid vectors: the valid ones' ek must be accepted.
+  controls.record(
+    'a valid ek imports as a public-only key',
+    imported.ok && imported.publicOnly === true,
+    () =>
+      imported.ok
+        ? `tcId ${t.tcId}: publicOnly is ${String(imported.publicOnly)}`
+        : `tcId ${t.tcId}: ${imported.how}`,
+  )
+  if ('m' in t) return inapplicable(CALLER_RANDOMNESS)
+  return inapplicable('valid ML-KEM encapsulation vector without m: nothing the API could be asked')
+})
 
 const MAPPERS: Record<string, Mapper> = {
   'ecdsa_verify_schema_v1.json': ecdsa('DER'),
@@ -625,12 +626,7 @@ describe('Wycheproof vectors through the public API', () => {
   test('the envelope builder agrees with the service: it opens an /encrypt envelope, and /decrypt opens one it built', async () => {
     const seed = randomBytes(64)
     const kem = ml_kem768.keygen(seed)
-    const imported = await importKey({
-      keyType: 'Encryption',
-      algorithm: 'ML-KEM-768',
-      format: 'RAW',
-      keyMaterial: b64(seed),
-    })
+    const imported = await importMlKem('ML-KEM-768', 'RAW', seed)
     assert.ok(imported.ok, imported.ok ? '' : imported.how)
     // The seed means the same to the service as to noble (d || z): the same public key.
     assert.deepEqual(await exportedPublicKey(imported.id), Buffer.from(kem.publicKey))

@@ -1,13 +1,25 @@
 import assert from 'node:assert/strict'
 import { createDecipheriv, pbkdf2Sync, randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import { gcm } from '@noble/ciphers/aes.js'
-import { hmac } from '@noble/hashes/hmac.js'
-import { sha256 } from '@noble/hashes/sha2.js'
 import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js'
 import { ml_kem768 } from '@noble/post-quantum/ml-kem.js'
 import { apiClient, b64, unb64, uniqueName } from '../helpers/api-client.ts'
-import { int, octets, oid, seq, tlv } from '../helpers/der.ts'
+import { int, octets, oid, oidContent, seq, tlv, toPem } from '../helpers/der.ts'
+import {
+  bodyOf,
+  dekFromSharedSecret,
+  type Expected,
+  fromCompact,
+  HEADER_BYTES,
+  headerBytes,
+  kemRecovery,
+  openEnvelope,
+  type Parts,
+  type Purpose,
+  partsOf,
+  SCHEMES,
+  sealEnvelope,
+} from '../helpers/envelope-parts.ts'
 import {
   type AuditView,
   type HttpResult,
@@ -30,124 +42,45 @@ import {
  * refused with stable codes.
  */
 
-const HEADER_BYTES = 22
 const CT_BYTES = 1120
 const CT_M_BYTES = 1088
 const PK_BYTES = 1216
-const DEK_INFO = Buffer.from('kms/envelope/v1/dek')
-const LABELS = { encrypt: Buffer.from('kms/envelope/v1'), wrap: Buffer.from('kms/wrap/v1') }
-type Purpose = keyof typeof LABELS
-
-/** The DER content of a dotted OID (X.690 §8.19): first two arcs as 40a + b, then base 128. */
-function oidContent(dotted: string): string {
-  const [a, b, ...rest] = dotted.split('.').map(Number) as [number, number, ...number[]]
-  const bytes: number[] = []
-  for (const arc of [40 * a + b, ...rest]) {
-    const digits: number[] = []
-    for (let v = arc; ; v = Math.floor(v / 128)) {
-      digits.unshift((v % 128) | (digits.length > 0 ? 0x80 : 0))
-      if (v < 128) break
-    }
-    bytes.push(...digits)
-  }
-  return Buffer.from(bytes).toString('hex')
-}
 
 /** id-XWing (draft-connolly-cfrg-xwing-kem, "Use in X.509"), parameters absent. */
 const XWING_ALGORITHM = seq(oid(oidContent('1.3.6.1.4.1.62253.25722')))
 const spkiOf = (publicKey: Uint8Array) =>
   seq(XWING_ALGORITHM, tlv(0x03, Buffer.of(0), Buffer.from(publicKey)))
 const pkcs8Of = (seed: Uint8Array) => seq(int(0), XWING_ALGORITHM, octets(Buffer.from(seed)))
-const pem = (der: Buffer, label: string) =>
-  `-----BEGIN ${label}-----\n${b64(der).replace(/(.{64})/g, '$1\n')}\n-----END ${label}-----\n`
 const pemToDer = (text: string) =>
   Buffer.from(text.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')
 
-interface Parts {
-  encapsulatedKey: Buffer
-  nonce: Buffer
-  tag: Buffer
-  ciphertext: Buffer
-}
-
-const partsOf = (body: Record<string, string>): Parts => ({
-  encapsulatedKey: unb64(body['encapsulatedKey']!),
-  nonce: unb64(body['nonce']!),
-  tag: unb64(body['tag']!),
-  ciphertext: unb64(body['ciphertext']!),
-})
-const bodyOf = (parts: Parts) => ({
-  encapsulatedKey: b64(parts.encapsulatedKey),
-  nonce: b64(parts.nonce),
-  tag: b64(parts.tag),
-  ciphertext: b64(parts.ciphertext),
-})
-
-/** uint16 BE length || encapsulatedKey || nonce (12) || tag (16) || ciphertext. */
-function fromCompact(bytes: Buffer): Parts {
-  const n = bytes.readUInt16BE(0)
-  return {
-    encapsulatedKey: bytes.subarray(2, 2 + n),
-    nonce: bytes.subarray(2 + n, 14 + n),
-    tag: bytes.subarray(14 + n, 30 + n),
-    ciphertext: bytes.subarray(30 + n),
-  }
-}
-
-function header(scheme: number, keyId: string, keyVersion: number): Buffer {
-  const out = Buffer.alloc(HEADER_BYTES)
-  out[0] = 0x01
-  out[1] = scheme
-  Buffer.from(keyId.replaceAll('-', ''), 'hex').copy(out, 2)
-  out.writeUInt32BE(keyVersion, 18)
-  return out
-}
-
-const dekOf = (sharedSecret: Uint8Array, head: Buffer) =>
-  hmac(sha256, sharedSecret, Buffer.concat([DEK_INFO, head, Buffer.of(0x01)]))
-
 /**
- * Opens an X-Wing envelope outside the service (docs/envelope-format.md): noble's X-Wing
- * decapsulation with the seed, HKDF-Expand-SHA256 (one HMAC) for the DEK, AES-256-GCM.
+ * Opens an X-Wing envelope outside the service (docs/envelope-format.md, test/helpers/envelope-parts.ts):
+ * noble's X-Wing decapsulation with the seed, HKDF-Expand-SHA256 (one HMAC) for the DEK, AES-256-GCM.
  */
-function openOutside(
+const openOutside = (
   parts: Parts,
   seed: Uint8Array,
   context: string,
-  expected: { keyId: string; keyVersion: number },
+  expected: Expected,
   purpose: Purpose = 'encrypt',
-): Buffer {
-  const head = parts.encapsulatedKey.subarray(0, HEADER_BYTES)
-  assert.ok(
-    head.equals(header(0x04, expected.keyId, expected.keyVersion)),
-    'version 1, scheme 0x04, key, version',
+): Buffer =>
+  openEnvelope(
+    parts,
+    kemRecovery(SCHEMES.xWing, (cipherText) => ml_kem768_x25519.decapsulate(cipherText, seed), CT_BYTES),
+    { purpose, context, expected },
   )
-  const protectedDek = parts.encapsulatedKey.subarray(HEADER_BYTES)
-  assert.equal(protectedDek.length, CT_BYTES, 'the protected DEK is the 1120-byte X-Wing ciphertext')
-  assert.equal(parts.nonce.length, 12)
-  assert.equal(parts.tag.length, 16)
-  const dek = dekOf(ml_kem768_x25519.decapsulate(protectedDek, seed), head)
-  const aad = Buffer.concat([LABELS[purpose], head, Buffer.from(context, 'utf8')])
-  return Buffer.from(gcm(dek, parts.nonce, aad).decrypt(Buffer.concat([parts.ciphertext, parts.tag])))
-}
 
 /** An envelope sealed here, outside the service, to a KEM public key, under the header given. */
 function sealOutside(
   encapsulate: () => { sharedSecret: Uint8Array; cipherText: Uint8Array },
-  head: Buffer,
+  header: Buffer,
   plaintext: Buffer,
   context: string,
 ): Parts {
   const { sharedSecret, cipherText } = encapsulate()
-  const nonce = randomBytes(12)
-  const aad = Buffer.concat([LABELS.encrypt, head, Buffer.from(context, 'utf8')])
-  const sealed = Buffer.from(gcm(dekOf(sharedSecret, head), nonce, aad).encrypt(plaintext))
-  return {
-    encapsulatedKey: Buffer.concat([head, Buffer.from(cipherText)]),
-    nonce,
-    tag: sealed.subarray(sealed.length - 16),
-    ciphertext: sealed.subarray(0, sealed.length - 16),
-  }
+  const dek = dekFromSharedSecret(sharedSecret, header)
+  return sealEnvelope({ header, protectedDek: cipherText, dek, plaintext, context })
 }
 
 /** The TLV elements of a DER constructed value's content. */
@@ -433,14 +366,19 @@ describe('X-Wing keys', () => {
   test('envelopes sealed outside: scheme 0x04 to the X-Wing key opens; the same made with scheme 0x01, or an ML-KEM envelope made with 0x04, is refused', async () => {
     const pk = ml_kem768_x25519.keygen(seed).publicKey
     const plaintext = Buffer.from('sealed outside the service')
-    const good = sealOutside(() => ml_kem768_x25519.encapsulate(pk), header(0x04, xw.id, 1), plaintext, 'c')
+    const good = sealOutside(
+      () => ml_kem768_x25519.encapsulate(pk),
+      headerBytes(0x04, xw.id, 1),
+      plaintext,
+      'c',
+    )
     const opened = await decrypt(good, 'c')
     assert.equal(opened.status, 200, opened.text)
     assert.ok(unb64(opened.body.plaintext).equals(plaintext), 'the service opens what noble sealed')
     // Consistent in every other way (DEK and AAD over the header as sent): only the scheme lies.
     const asMlKem = sealOutside(
       () => ml_kem768_x25519.encapsulate(pk),
-      header(0x01, xw.id, 1),
+      headerBytes(0x01, xw.id, 1),
       plaintext,
       'c',
     )
@@ -454,7 +392,7 @@ describe('X-Wing keys', () => {
     const mlKemPk = ml_kem768.getPublicKey(mlKemSecret)
     const mlKemGood = sealOutside(
       () => ml_kem768.encapsulate(mlKemPk),
-      header(0x01, mlKem.id, 1),
+      headerBytes(0x01, mlKem.id, 1),
       plaintext,
       'c',
     )
@@ -462,7 +400,7 @@ describe('X-Wing keys', () => {
     assert.equal(mlKemOpened.status, 200, mlKemOpened.text)
     const asXWing = sealOutside(
       () => ml_kem768.encapsulate(mlKemPk),
-      header(0x04, mlKem.id, 1),
+      headerBytes(0x04, mlKem.id, 1),
       plaintext,
       'c',
     )
@@ -594,15 +532,14 @@ describe('X-Wing keys', () => {
     assert.equal(back.body.sourceKeyId, xw.id)
     const mlParts = partsOf(back.body)
     assert.equal(mlParts.encapsulatedKey[1], 0x01)
-    const shared = ml_kem768.decapsulate(mlParts.encapsulatedKey.subarray(HEADER_BYTES), mlKemSecret)
-    const head = mlParts.encapsulatedKey.subarray(0, HEADER_BYTES)
-    const aad = Buffer.concat([LABELS.encrypt, head, Buffer.from('move')])
+    const mlKemRecovery = kemRecovery(SCHEMES.mlKem, (cipherText) =>
+      ml_kem768.decapsulate(cipherText, mlKemSecret),
+    )
     assert.ok(
-      Buffer.from(
-        gcm(dekOf(shared, head), mlParts.nonce, aad).decrypt(
-          Buffer.concat([mlParts.ciphertext, mlParts.tag]),
-        ),
-      ).equals(plaintext),
+      openEnvelope(mlParts, mlKemRecovery, {
+        context: 'move',
+        expected: { keyId: mlKem.id, keyVersion: 1 },
+      }).equals(plaintext),
       'the ML-KEM result opens outside',
     )
 
@@ -678,8 +615,8 @@ describe('X-Wing keys', () => {
     const pkcs8 = pkcs8Of(nobleSeed)
     for (const [format, material] of [
       ['RAW', b64(nobleSeed)],
-      ['PEM', pem(pkcs8, 'PRIVATE KEY')],
-      ['PKCS#8', pem(pkcs8, 'PRIVATE KEY')],
+      ['PEM', toPem(pkcs8, 'PRIVATE KEY')],
+      ['PKCS#8', toPem(pkcs8, 'PRIVATE KEY')],
       ['PKCS#8', b64(pkcs8)],
       ['DER', b64(pkcs8)],
     ] as const) {
@@ -714,7 +651,7 @@ describe('X-Wing keys', () => {
     for (const [format, material] of [
       ['RAW', b64(pk)],
       ['DER', b64(spki)],
-      ['PEM', pem(spki, 'PUBLIC KEY')],
+      ['PEM', toPem(spki, 'PUBLIC KEY')],
     ] as const) {
       const res = await call('POST', '/keys/import', importBody(format, material, { publicOnly: true }))
       assert.equal(res.status, 201, `${format}: ${res.text}`)
@@ -804,7 +741,7 @@ describe('X-Wing keys', () => {
       ['an encrypted PKCS#8 without a password', importBody('PEM', encryptedPem), 'format_not_supported'],
       [
         'a public key without publicOnly',
-        importBody('PEM', pem(spkiOf(pk), 'PUBLIC KEY')),
+        importBody('PEM', toPem(spkiOf(pk), 'PUBLIC KEY')),
         'private_key_required',
       ],
       ['a public DER without publicOnly', importBody('DER', b64(spkiOf(pk))), 'private_key_required'],
@@ -815,7 +752,7 @@ describe('X-Wing keys', () => {
       ],
       [
         'a private PEM with publicOnly',
-        importBody('PEM', pem(pkcs8, 'PRIVATE KEY'), { publicOnly: true }),
+        importBody('PEM', toPem(pkcs8, 'PRIVATE KEY'), { publicOnly: true }),
         'public_key_expected',
       ],
       ['a 31-byte seed', importBody('RAW', b64(nobleSeed.subarray(1))), 'key_size_mismatch'],
@@ -855,7 +792,7 @@ describe('X-Wing keys', () => {
       ],
       [
         'two PEM blocks',
-        importBody('PEM', pem(pkcs8, 'PRIVATE KEY') + pem(pkcs8, 'PRIVATE KEY')),
+        importBody('PEM', toPem(pkcs8, 'PRIVATE KEY') + toPem(pkcs8, 'PRIVATE KEY')),
         'invalid_key_material',
       ],
       [

@@ -21,7 +21,7 @@ import {
   xwingSeedFromPkcs8,
   xwingSpki,
 } from '../../src/crypto/xwing.ts'
-import { int, octets, oid, seq, tlv } from '../helpers/der.ts'
+import { int, octets, oid, oidContent, seq, tlv } from '../helpers/der.ts'
 
 /**
  * X-Wing (src/crypto/xwing.ts, node:crypto only) against the draft's own vectors
@@ -86,21 +86,6 @@ function throwsXWing(fn: () => unknown, code: XWingErrorCode): void {
 }
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex')
-
-/** The DER content of a dotted OID (X.690 §8.19): first two arcs as 40a + b, then base 128. */
-function oidContent(dotted: string): string {
-  const [a, b, ...rest] = dotted.split('.').map(Number) as [number, number, ...number[]]
-  const bytes: number[] = []
-  for (const arc of [40 * a + b, ...rest]) {
-    const digits: number[] = []
-    for (let v = arc; ; v = Math.floor(v / 128)) {
-      digits.unshift((v % 128) | (digits.length > 0 ? 0x80 : 0))
-      if (v < 128) break
-    }
-    bytes.push(...digits)
-  }
-  return Buffer.from(bytes).toString('hex')
-}
 
 describe('X-Wing: the draft test vectors', () => {
   test('there are the draft appendix three vectors, each with the draft sizes', () => {

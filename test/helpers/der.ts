@@ -18,6 +18,20 @@ export const tlv = (tag: number, ...content: Buffer[]) => {
 export const seq = (...content: Buffer[]) => tlv(0x30, ...content)
 export const octets = (bytes: Buffer) => tlv(0x04, bytes)
 export const oid = (hex: string) => tlv(0x06, Buffer.from(hex, 'hex'))
+/** The DER content of a dotted OID (X.690 §8.19), as hex for `oid`: first two arcs as 40a + b, then base 128. */
+export function oidContent(dotted: string): string {
+  const [a, b, ...rest] = dotted.split('.').map(Number) as [number, number, ...number[]]
+  const bytes: number[] = []
+  for (const arc of [40 * a + b, ...rest]) {
+    const digits: number[] = []
+    for (let v = arc; ; v = Math.floor(v / 128)) {
+      digits.unshift((v % 128) | (digits.length > 0 ? 0x80 : 0))
+      if (v < 128) break
+    }
+    bytes.push(...digits)
+  }
+  return Buffer.from(bytes).toString('hex')
+}
 export function int(value: bigint | number): Buffer {
   let hex = BigInt(value).toString(16)
   if (hex.length % 2) hex = `0${hex}`

@@ -1,8 +1,15 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { gcm } from '@noble/ciphers/aes.js'
-import { hmac } from '@noble/hashes/hmac.js'
-import { sha256 } from '@noble/hashes/sha2.js'
+import {
+  bodyOf,
+  dekFromSharedSecret,
+  headerBytes,
+  kemRecovery,
+  openEnvelope,
+  partsOf,
+  SCHEMES,
+  sealEnvelope,
+} from './envelope-parts.ts'
 import type { HttpResult } from './service.ts'
 import { PROJECT_ROOT } from './service.ts'
 
@@ -13,8 +20,8 @@ import { PROJECT_ROOT } from './service.ts'
  * decapsulation vectors through POST /decrypt.
  */
 
-/** The C2SP Wycheproof files, copied unmodified, beside the repository (`../shared/vectors/wycheproof`). */
-export const VECTOR_DIR = resolve(PROJECT_ROOT, '..', 'shared', 'vectors', 'wycheproof')
+/** The C2SP Wycheproof files, copied unmodified into the repository (test/vectors/wycheproof/SOURCE.txt). */
+export const VECTOR_DIR = resolve(PROJECT_ROOT, 'test', 'vectors', 'wycheproof')
 
 export type Expected = 'valid' | 'invalid' | 'acceptable'
 
@@ -43,7 +50,7 @@ export interface VectorFile {
 /** Why the vector directory is unusable, or undefined when it holds vector files. */
 export function vectorDirProblem(dir = VECTOR_DIR): string | undefined {
   if (!existsSync(dir)) {
-    return `The Wycheproof vectors are not at ${dir} (../shared/vectors/wycheproof from the repository root)`
+    return `The Wycheproof vectors are not at ${dir} (test/vectors/wycheproof: the C2SP files, copied unmodified, SOURCE.txt)`
   }
   if (vectorFileNames(dir).length === 0) return `${dir} holds no *.json vector file`
   return undefined
@@ -266,7 +273,7 @@ export function markdown(summary: Summary): string {
   const lines: string[] = []
   lines.push('## Wycheproof vectors through the public API', '')
   lines.push(
-    `Vectors: ${summary.source}, every file in ../shared/vectors/wycheproof, each vector sent over HTTP ` +
+    `Vectors: ${summary.source}, every file in test/vectors/wycheproof, each vector sent over HTTP ` +
       'to a test service (test/crypto/wycheproof.test.ts).',
     '',
   )
@@ -322,15 +329,7 @@ export function markdown(summary: Summary): string {
   return lines.join('\n')
 }
 
-// ---- ML-KEM envelopes, from docs/envelope-format.md -------------------------------------------
-
-/** "format version: 0x01"; "scheme: 0x01 = ML-KEM"; the header is 22 bytes. */
-const HEADER_BYTES = 22
-/** "the 19 ASCII bytes of that string" */
-const DEK_INFO = Buffer.from('kms/envelope/v1/dek', 'ascii')
-/** "where "kms/envelope/v1" is those 15 ASCII bytes" */
-const AAD_LABEL = Buffer.from('kms/envelope/v1', 'ascii')
-const TAG_BYTES = 16
+// ---- ML-KEM envelopes, from docs/envelope-format.md (envelope-parts.ts) ----------------------
 
 export interface JsonEnvelope {
   ciphertext: string
@@ -338,22 +337,6 @@ export interface JsonEnvelope {
   nonce: string
   tag: string
 }
-
-function header(keyId: string, keyVersion: number): Buffer {
-  const out = Buffer.alloc(HEADER_BYTES)
-  out[0] = 0x01
-  out[1] = 0x01
-  Buffer.from(keyId.replaceAll('-', ''), 'hex').copy(out, 2)
-  out.writeUInt32BE(keyVersion, 18)
-  return out
-}
-
-/** DEK = HKDF-Expand-SHA256(PRK = shared secret, info = label || header, 32): one HMAC block. */
-const dekOf = (sharedSecret: Uint8Array, head: Buffer) =>
-  hmac(sha256, sharedSecret, Buffer.concat([DEK_INFO, head, Buffer.of(0x01)]))
-
-const aadOf = (head: Buffer, context: string) =>
-  Buffer.concat([AAD_LABEL, head, Buffer.from(context, 'utf8')])
 
 /**
  * The envelope /encrypt would have written had ML-KEM encapsulation produced `kemCiphertext` and
@@ -369,17 +352,17 @@ export function sealMlKemEnvelope(input: {
   context: string
   nonce: Uint8Array
 }): JsonEnvelope {
-  const head = header(input.keyId, input.keyVersion)
-  const sealed = gcm(dekOf(input.sharedSecret, head), input.nonce, aadOf(head, input.context)).encrypt(
-    input.plaintext,
+  const header = headerBytes(SCHEMES.mlKem, input.keyId, input.keyVersion)
+  return bodyOf(
+    sealEnvelope({
+      header,
+      protectedDek: input.kemCiphertext,
+      dek: dekFromSharedSecret(input.sharedSecret, header),
+      plaintext: input.plaintext,
+      context: input.context,
+      nonce: input.nonce,
+    }),
   )
-  const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64')
-  return {
-    ciphertext: b64(sealed.subarray(0, sealed.length - TAG_BYTES)),
-    encapsulatedKey: b64(Buffer.concat([head, input.kemCiphertext])),
-    nonce: b64(input.nonce),
-    tag: b64(sealed.subarray(sealed.length - TAG_BYTES)),
-  }
 }
 
 /** Opens an /encrypt envelope given the shared secret its ML-KEM ciphertext decapsulates to. */
@@ -388,13 +371,5 @@ export function openMlKemEnvelope(
   decapsulate: (kemCiphertext: Uint8Array) => Uint8Array,
   context: string,
 ): Buffer {
-  const encapsulatedKey = Buffer.from(envelope.encapsulatedKey, 'base64')
-  const head = encapsulatedKey.subarray(0, HEADER_BYTES)
-  if (head[0] !== 0x01 || head[1] !== 0x01) throw new Error('not a version-1 ML-KEM envelope')
-  const dek = dekOf(decapsulate(encapsulatedKey.subarray(HEADER_BYTES)), head)
-  const sealed = Buffer.concat([
-    Buffer.from(envelope.ciphertext, 'base64'),
-    Buffer.from(envelope.tag, 'base64'),
-  ])
-  return Buffer.from(gcm(dek, Buffer.from(envelope.nonce, 'base64'), aadOf(head, context)).decrypt(sealed))
+  return openEnvelope(partsOf(envelope), kemRecovery(SCHEMES.mlKem, decapsulate), { context })
 }

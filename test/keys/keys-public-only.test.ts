@@ -4,18 +4,26 @@ import {
   createPrivateKey,
   generateKeyPairSync,
   type KeyObject,
-  privateDecrypt,
   randomBytes,
   sign,
 } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import { gcm } from '@noble/ciphers/aes.js'
-import { hmac } from '@noble/hashes/hmac.js'
-import { sha256 } from '@noble/hashes/sha2.js'
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js'
 import { ml_kem512, ml_kem768, ml_kem1024 } from '@noble/post-quantum/ml-kem.js'
 import { apiClient, b64, unb64, uniqueName } from '../helpers/api-client.ts'
 import { oid, seq, tlv } from '../helpers/der.ts'
+import {
+  type DekRecovery,
+  type Expected,
+  fromCompact,
+  kemRecovery,
+  openEnvelope,
+  type Parts,
+  type Purpose,
+  partsOf,
+  rsaOaepRecovery,
+  SCHEMES,
+} from '../helpers/envelope-parts.ts'
 import {
   type AuditView,
   type HttpResult,
@@ -53,11 +61,6 @@ interface OutsideSignature {
   options: Record<string, unknown>
 }
 
-/** How this test opens what the service encrypted to the key: with the private key, outside. */
-type Opener =
-  | { kind: 'ml-kem'; decapsulate: (cipherText: Uint8Array) => Uint8Array; cipherTextBytes: number }
-  | { kind: 'rsa'; privateKey: KeyObject; modulusBytes: number }
-
 interface Fixture {
   label: string
   algorithm: string
@@ -69,8 +72,8 @@ interface Fixture {
   variants: Variant[]
   /** Signing keys: sign outside with the private key. */
   signOutside?: (message: Buffer) => OutsideSignature[]
-  /** Encryption keys: open envelopes outside with the private key. */
-  opener?: Opener
+  /** Encryption keys: how the DEK of an envelope comes back outside, with the private key. */
+  opener?: DekRecovery
   /** Encodings of the private key, which must never reach the service's rows. */
   privateBytes: Buffer[]
   /** The private key as PEM (PKCS#8) and as a private JWK: what a caller might send by mistake. */
@@ -251,7 +254,7 @@ function rsaFixture(bits: 2048 | 3072, keyType: KeyType, allFormats: boolean): F
             },
           ],
         }
-      : { opener: { kind: 'rsa' as const, privateKey, modulusBytes: bits / 8 } }),
+      : { opener: rsaOaepRecovery(privateKey, bits / 8) }),
     privateBytes: [
       priv.pkcs8,
       Buffer.from(priv.privateJwk['d'] as string, 'base64url'),
@@ -348,11 +351,11 @@ function mlKemFixture(algorithm: keyof typeof ML_KEM): Fixture {
     spki,
     raw: Buffer.from(publicKey),
     variants,
-    opener: {
-      kind: 'ml-kem',
-      decapsulate: (cipherText) => lib.decapsulate(cipherText, secretKey),
-      cipherTextBytes: ML_KEM_CIPHERTEXT_BYTES[algorithm],
-    },
+    opener: kemRecovery(
+      SCHEMES.mlKem,
+      (cipherText) => lib.decapsulate(cipherText, secretKey),
+      ML_KEM_CIPHERTEXT_BYTES[algorithm],
+    ),
     privateBytes: [Buffer.from(secretKey)],
     privatePem: other.privatePem,
     privateJwk: other.privateJwk,
@@ -361,60 +364,14 @@ function mlKemFixture(algorithm: keyof typeof ML_KEM): Fixture {
 
 // ---- Opening envelopes outside the service (docs/envelope-format.md) ------------------------
 
-const HEADER_BYTES = 22
-const DEK_INFO = Buffer.from('kms/envelope/v1/dek')
-const LABELS = { encrypt: Buffer.from('kms/envelope/v1'), wrap: Buffer.from('kms/wrap/v1') } as const
-
-interface Parts {
-  encapsulatedKey: Buffer
-  nonce: Buffer
-  tag: Buffer
-  ciphertext: Buffer
-}
-
-/** uint16 BE length || encapsulatedKey || nonce (12) || tag (16) || ciphertext. */
-function fromCompact(bytes: Buffer): Parts {
-  const n = bytes.readUInt16BE(0)
-  return {
-    encapsulatedKey: bytes.subarray(2, 2 + n),
-    nonce: bytes.subarray(2 + n, 14 + n),
-    tag: bytes.subarray(14 + n, 30 + n),
-    ciphertext: bytes.subarray(30 + n),
-  }
-}
-
-/** The plaintext of an envelope sealed to `expected.keyId` version 1, opened with the private key. */
-function openOutside(
+/** The plaintext of an envelope sealed to `expected`, opened with the private key (envelope-parts.ts). */
+const openOutside = (
   parts: Parts,
-  purpose: keyof typeof LABELS,
+  purpose: Purpose,
   context: string,
-  opener: Opener,
-  expected: { keyId: string; keyVersion: number },
-): Buffer {
-  const header = parts.encapsulatedKey.subarray(0, HEADER_BYTES)
-  assert.equal(header[0], 0x01, 'format version 1')
-  assert.equal(header[1], opener.kind === 'ml-kem' ? 0x01 : 0x02, 'the scheme of the key')
-  assert.equal(header.subarray(2, 18).toString('hex'), expected.keyId.replaceAll('-', ''), 'the key id')
-  assert.equal(header.readUInt32BE(18), expected.keyVersion, 'the key version')
-  const protectedDek = parts.encapsulatedKey.subarray(HEADER_BYTES)
-  let dek: Uint8Array
-  if (opener.kind === 'ml-kem') {
-    assert.equal(protectedDek.length, opener.cipherTextBytes, 'the ML-KEM ciphertext length')
-    const sharedSecret = opener.decapsulate(protectedDek)
-    dek = hmac(sha256, sharedSecret, Buffer.concat([DEK_INFO, header, Buffer.of(0x01)]))
-  } else {
-    assert.equal(protectedDek.length, opener.modulusBytes, 'RSA-OAEP output is the modulus length')
-    dek = privateDecrypt(
-      { key: opener.privateKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
-      protectedDek,
-    )
-    assert.equal(dek.length, 32, 'a 32-byte DEK')
-  }
-  assert.equal(parts.nonce.length, 12)
-  assert.equal(parts.tag.length, 16)
-  const aad = Buffer.concat([LABELS[purpose], header, Buffer.from(context, 'utf8')])
-  return Buffer.from(gcm(dek, parts.nonce, aad).decrypt(Buffer.concat([parts.ciphertext, parts.tag])))
-}
+  opener: DekRecovery,
+  expected: Expected,
+) => openEnvelope(parts, opener, { purpose, context, expected })
 
 describe('public-key-only keys', () => {
   let svc: TestService
@@ -609,12 +566,7 @@ describe('public-key-only keys', () => {
           assert.equal(res.status, 200, `${what}: ${res.text}`)
           assert.equal(res.body.keyId, key.id)
           assert.equal(res.body.keyVersion, 1)
-          const parts: Parts = {
-            encapsulatedKey: unb64(res.body.encapsulatedKey),
-            nonce: unb64(res.body.nonce),
-            tag: unb64(res.body.tag),
-            ciphertext: unb64(res.body.ciphertext),
-          }
+          const parts = partsOf(res.body)
           const expected = { keyId: key.id, keyVersion: 1 }
           assert.ok(
             openOutside(parts, 'encrypt', context, opener, expected).equals(plaintext),
@@ -679,14 +631,8 @@ describe('public-key-only keys', () => {
       assert.equal(batch.status, 200, batch.text)
       for (const [i, result] of (batch.body.results as Record<string, string>[]).entries()) {
         assert.equal(result['ok'], true, JSON.stringify(result))
-        const parts: Parts = {
-          encapsulatedKey: unb64(result['encapsulatedKey']!),
-          nonce: unb64(result['nonce']!),
-          tag: unb64(result['tag']!),
-          ciphertext: unb64(result['ciphertext']!),
-        }
         assert.ok(
-          openOutside(parts, 'encrypt', 'batch', opener, expected).equals(items[i]!),
+          openOutside(partsOf(result), 'encrypt', 'batch', opener, expected).equals(items[i]!),
           `batch item ${i}`,
         )
       }
