@@ -114,6 +114,13 @@ function decodeBase64(text: string, what: string): Buffer {
   return Buffer.from(compact, 'base64')
 }
 
+function asJwk(material: ImportRequest['material']): Record<string, unknown> {
+  if (typeof material !== 'object') {
+    throw new KeyMaterialError('invalid_key_material', 'keyMaterial must be a JWK object for format JWK')
+  }
+  return material
+}
+
 function asText(material: ImportRequest['material'], format: ImportFormat): string {
   if (typeof material !== 'string') {
     throw new KeyMaterialError('invalid_key_material', `keyMaterial must be a string for format ${format}`)
@@ -505,10 +512,7 @@ export function importMaterial(request: ImportRequest): KeyMaterial {
       key = parseDer(decodeBase64(asText(request.material, 'DER'), 'keyMaterial'), 'DER', request.password)
       break
     case 'JWK':
-      if (typeof request.material !== 'object') {
-        throw new KeyMaterialError('invalid_key_material', 'keyMaterial must be a JWK object for format JWK')
-      }
-      key = parseJwk(request.material)
+      key = parseJwk(asJwk(request.material))
       break
     case 'RAW':
       key = parseRaw(decodeBase64(asText(request.material, 'RAW'), 'keyMaterial'), algorithm)
@@ -657,10 +661,7 @@ function importPublicMaterial(request: ImportRequest, algorithm: Algorithm): Key
       key = parsePublicDer(decodeBase64(asText(request.material, 'DER'), 'keyMaterial'))
       break
     case 'JWK':
-      if (typeof request.material !== 'object') {
-        throw new KeyMaterialError('invalid_key_material', 'keyMaterial must be a JWK object for format JWK')
-      }
-      key = parsePublicJwk(request.material)
+      key = parsePublicJwk(asJwk(request.material))
       break
     case 'RAW':
       key = parsePublicRaw(decodeBase64(asText(request.material, 'RAW'), 'keyMaterial'), algorithm)
