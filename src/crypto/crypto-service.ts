@@ -16,7 +16,7 @@ import {
   sealEnvelope,
   sealingKey,
 } from './envelope.ts'
-import { type KeyResolver, requireDecryptionKey, type UsableKey } from './key-resolver.ts'
+import { type KeyResolver, namingKeyIn, requireDecryptionKey, type UsableKey } from './key-resolver.ts'
 import { type AuditTarget, auditedOperation } from './operation-audit.ts'
 
 export interface EncryptResult extends SealedEnvelope {
@@ -161,9 +161,7 @@ export function createCryptoService(deps: {
       keyOperation,
       states: ENCRYPT_STATES,
       operation,
-      found: (row) => {
-        target.keyId = row.id
-      },
+      found: namingKeyIn(target),
     })
     target.keyVersion = key.version
     return key

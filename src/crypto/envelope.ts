@@ -120,7 +120,7 @@ function dekFromSharedSecret(sharedSecret: Buffer, header: Buffer): KeyObject {
 }
 
 /** GCM's final() adds nothing: skipping the concatenation saves a copy of the whole message. */
-const joined = (body: Buffer, tail: Buffer) => (tail.length === 0 ? body : Buffer.concat([body, tail]))
+export const joined = (body: Buffer, tail: Buffer) => (tail.length === 0 ? body : Buffer.concat([body, tail]))
 
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' } as const
 

@@ -5,8 +5,8 @@ import type { RandomSource } from '../entropy/random-source.ts'
 import { DECRYPT_STATES, ENCRYPT_STATES } from '../keys/key-state.ts'
 import { AppError, invalidField } from '../platform/errors.ts'
 import { decryptionFailed } from './crypto-service.ts'
-import { aesGcmCipher, NONCE_BYTES } from './envelope.ts'
-import { type KeyResolver, requireSecretKey, type UsableKey } from './key-resolver.ts'
+import { aesGcmCipher, joined, NONCE_BYTES } from './envelope.ts'
+import { type KeyResolver, namingKeyIn, requireSecretKey, type UsableKey } from './key-resolver.ts'
 import { type AuditTarget, auditedOperation } from './operation-audit.ts'
 
 /**
@@ -95,20 +95,17 @@ export function createRawAesService(deps: {
           keyOperation: 'encrypt',
           states: ENCRYPT_STATES,
           operation: 'encrypt',
-          found: (row) => {
-            target.keyId = row.id
-          },
+          found: namingKeyIn(target),
         })
         target.keyVersion = key.version
         const secret = aesKeyOf(key)
         const iv = deps.random.bytes(NONCE_BYTES)
         const cipher = createCipheriv(aesGcmCipher(secret), secret, iv)
         cipher.setAAD(input.aad)
-        const body = cipher.update(input.plaintext)
-        const tail = cipher.final()
+        const ciphertext = joined(cipher.update(input.plaintext), cipher.final())
         return {
           result: {
-            ciphertext: tail.length === 0 ? body : Buffer.concat([body, tail]),
+            ciphertext,
             iv,
             tag: cipher.getAuthTag(),
             keyId: key.row.id,
@@ -137,9 +134,7 @@ export function createRawAesService(deps: {
           version: input.keyVersion,
           sameKeyAs:
             input.bodyKeyId === undefined ? undefined : { ref: input.bodyKeyId, field: 'body/keyId' },
-          found: (row) => {
-            target.keyId = row.id
-          },
+          found: namingKeyIn(target),
         })
         target.keyVersion = key.version
         const secret = aesKeyOf(key)
@@ -153,9 +148,7 @@ export function createRawAesService(deps: {
           })
           decipher.setAAD(input.aad)
           decipher.setAuthTag(input.tag)
-          const body = decipher.update(input.ciphertext)
-          const tail = decipher.final()
-          plaintext = tail.length === 0 ? body : Buffer.concat([body, tail])
+          plaintext = joined(decipher.update(input.ciphertext), decipher.final())
         } catch {
           throw decryptionFailed()
         }

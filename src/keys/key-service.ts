@@ -190,6 +190,14 @@ interface LoadedKey {
   alias: string | null
 }
 
+/** A public-key-only key has no private key to generate: rotation and rotation policies refuse it. */
+export const publicOnlyRotation = () =>
+  new AppError(
+    409,
+    'public_key_only',
+    'A key imported without its private key cannot be rotated by generation',
+  )
+
 export const EXPIRY_ALERT_DAYS = 30
 const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
@@ -759,13 +767,7 @@ export function createKeyService(deps: {
     async rotate(actor, id) {
       const loaded = await load(actor, id)
       requireState(loaded.state, ['Active'], 'rotate')
-      if (loaded.row.public_only) {
-        throw new AppError(
-          409,
-          'public_key_only',
-          'A key imported without its private key cannot be rotated by generation',
-        )
-      }
+      if (loaded.row.public_only) throw publicOnlyRotation()
       const material = await generate(actor.tenantId, algorithmByName(loaded.row.algorithm as AlgorithmName))
       try {
         return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {

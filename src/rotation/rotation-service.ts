@@ -4,13 +4,13 @@ import type { Queryable, Sql } from '../data/database.ts'
 import type { AlgorithmName } from '../keys/algorithms.ts'
 import { resolveKeyRef } from '../keys/alias-refs.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
-import type { KeyService } from '../keys/key-service.ts'
+import { type KeyService, publicOnlyRotation } from '../keys/key-service.ts'
 import { keyState, requireState } from '../keys/key-state.ts'
 import { getKey, type KeyRow, updateKey } from '../keys/key-store.ts'
 import { DestinationRefused, DestinationUnresolved } from '../outbound/destination.ts'
 import type { OutboundClient } from '../outbound/outbound-client.ts'
 import type { Clock } from '../platform/clock.ts'
-import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import { invalidField, notFound } from '../platform/errors.ts'
 import type { NextAttempt, WebhookService } from '../webhooks/webhook-service.ts'
 import { type Frequency, INTERVAL_MS, nextRotation } from './rotation-schedule.ts'
 import {
@@ -164,14 +164,6 @@ export function createRotationService(deps: {
     await deps.keyCache.invalidateTenant(actor.tenantId)
     return result
   }
-
-  /** A public-key-only key has no private key to generate: its versions come by import only. */
-  const publicOnlyRotation = () =>
-    new AppError(
-      409,
-      'public_key_only',
-      'A key imported without its private key cannot be rotated by generation',
-    )
 
   /** The key id a path's reference names (an alias resolved; an API key's restriction applied). */
   const keyIdOf = async (actor: Actor, ref: string) => (await resolveKeyRef(sql, actor, ref)).id
