@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh || exit 1
 # Debian's Chromium for the sign-in page tests (playwright-core); installed when missing.
 bash scripts/ensure-chromium.sh || exit 1
+# Debian's OpenSSH server and client for the SSH CA tests (a real sshd on a loopback port).
+bash scripts/ensure-openssh.sh || exit 1
 mapfile -t files < <(find test -name '*.test.ts' -not -path 'test/alone/*' | sort)
 status=0
 node --test --test-concurrency=2 --test-timeout=120000 "${files[@]}" || status=1

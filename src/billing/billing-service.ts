@@ -37,6 +37,11 @@ export const OPERATION_KINDS = [
   'generate_data_key',
   'wrap',
   'unwrap',
+  're_encrypt',
+  'certificate_issue',
+  'certificate_revoke',
+  'ssh_certificate_issue',
+  'ssh_certificate_revoke',
 ] as const
 
 /** A usage report spans at most two years of months. */

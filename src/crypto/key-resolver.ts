@@ -5,7 +5,8 @@ import { isAliasRef, keyIdOfRef } from '../keys/alias-name.ts'
 import { keyNotAllowed, type RefCaller } from '../keys/alias-refs.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
 import { type KeyState, keyState, requireState } from '../keys/key-state.ts'
-import type { KeyRow } from '../keys/key-store.ts'
+import { keyReserved } from '../keys/key-service.ts'
+import type { KeyIssuer, KeyRow } from '../keys/key-store.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import type { KeyObjectCache, OpenedKeyVersion } from './key-object-cache.ts'
@@ -44,6 +45,11 @@ interface KeyUse {
    * it names another key (or none), 400 naming `field`.
    */
   sameKeyAs?: { ref: string | undefined; field: string } | undefined
+  /**
+   * The certificate issuer signing (issuer-signer.ts). A key reserved for an issuer signs for it
+   * alone: any other signature with it (a hand-made TBS through /sign) answers 409 key_reserved.
+   */
+  issuer?: KeyIssuer | undefined
 }
 
 /**
@@ -237,6 +243,10 @@ export function createKeyResolver(deps: {
           use.sameKeyAs.field,
           `names key ${use.sameKeyAs.ref}, but the path names key ${use.keyId ?? row.id}`,
         )
+      }
+      if ((row.reserved_for ?? undefined) !== use.issuer && use.keyOperation === 'sign') {
+        if (row.reserved_for) throw keyReserved(row.reserved_for)
+        throw new AppError(409, 'key_not_reserved', 'The key is not reserved for this certificate authority')
       }
       requireState(state(row), use.states, use.operation)
       const version = use.version ?? row.current_version

@@ -37,6 +37,10 @@ export const KeySchema = Type.Object(
       description:
         'Imported without its private key: verify and encrypt work; sign, decrypt, unwrap, private export and rotation answer 409 public_key_only',
     }),
+    reservedFor: Type.Union([Type.Enum(['pki', 'ssh'] as const), Type.Null()], {
+      description:
+        'The certificate authority kind the key signs for, through it alone (/sign answers 409 key_reserved); null: an ordinary key',
+    }),
     aliases: Type.Array(Type.String(), {
       description: 'Its aliases (alias/<name>), usable wherever the key id is; in alias order',
     }),

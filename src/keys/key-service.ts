@@ -45,6 +45,7 @@ import {
   insertKeyVersion,
   KEY_NAME_CONSTRAINT,
   type KeyChanges,
+  type KeyIssuer,
   type KeyListFilter,
   type KeyListPosition,
   type KeyRow,
@@ -76,6 +77,8 @@ export interface KeyView {
   exportable: boolean
   /** Imported without its private key: verifies and encrypts only. */
   publicOnly: boolean
+  /** The certificate issuer the key signs for alone (docs/pki.md); null: an ordinary key. */
+  reservedFor: KeyIssuer | null
   /** The key's aliases (docs/keys.md "Key aliases"), in alias order. */
   aliases: string[]
   createdAt: string
@@ -105,6 +108,7 @@ function toKeyView(row: KeyRow, now: Date, aliases: string[]): KeyView {
     origin: row.origin,
     exportable: row.exportable,
     publicOnly: row.public_only,
+    reservedFor: row.reserved_for,
     aliases,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
@@ -125,6 +129,8 @@ interface KeyAttributes {
   isDefault?: boolean | undefined
   /** Allows private-key export; default false; cannot be changed afterwards. */
   exportable?: boolean | undefined
+  /** A key created for a certificate authority: it signs through that issuer only. */
+  reservedFor?: KeyIssuer | undefined
 }
 
 /**
@@ -198,6 +204,15 @@ export const publicOnlyRotation = () =>
     'A key imported without its private key cannot be rotated by generation',
   )
 
+/** 409: the key signs for a certificate authority, through it alone (docs/pki.md). */
+export const keyReserved = (issuer: KeyIssuer) =>
+  new AppError(
+    409,
+    'key_reserved',
+    `This key signs for ${issuer === 'pki' ? 'an X.509' : 'an SSH'} certificate authority only: issue certificates through it instead`,
+    { reservedFor: issuer },
+  )
+
 export const EXPIRY_ALERT_DAYS = 30
 const TOTAL_COUNT_CAP = 1000
 export const DELETION_WINDOW_DAYS = { min: 7, max: 30, default: 30 } as const
@@ -225,6 +240,12 @@ export interface KeyService {
    * key's 50 labels (409 `too_many_labels`), audited as `keys.update`.
    */
   addLabels(actor: Actor, id: string, labels: readonly string[]): Promise<KeyView>
+  /**
+   * Reserves an existing key for a certificate issuer (a CA created on `keyId`): from then on it
+   * signs through that issuer only (`/sign` answers 409 key_reserved). Only an Active Signing key
+   * that is not exportable, holds its private key and is not reserved yet (409 key_reserved).
+   */
+  reserve(actor: Actor, ref: string, issuer: KeyIssuer): Promise<KeyView>
   exportPublic(
     actor: Actor,
     id: string,
@@ -469,6 +490,7 @@ export function createKeyService(deps: {
           is_favorite: false,
           exportable: input.exportable ?? false,
           public_only: material.secret === null,
+          reserved_for: input.reservedFor ?? null,
           labels: normaliseLabels(input.labels),
           current_version: 1,
           created_at: now,
@@ -813,6 +835,26 @@ export function createKeyService(deps: {
     async snapshot(tenantId, limit) {
       const now = clock.now()
       return viewsOf(tenantId, await allKeys(sql, tenantId, limit), now)
+    },
+
+    async reserve(actor, ref, issuer) {
+      return transition(
+        actor,
+        await load(actor, ref),
+        'keys.reserve',
+        async (locked, state, _tx, now) => {
+          requireState(state, ['Active'], 'sign for a certificate authority')
+          if (locked.reserved_for) throw keyReserved(locked.reserved_for)
+          if (locked.key_type !== 'Signing' || locked.exportable || locked.public_only)
+            throw new AppError(
+              409,
+              'key_not_reservable',
+              'A certificate authority needs a Signing key that is not exportable and holds its private key',
+            )
+          return { reserved_for: issuer, updated_at: now }
+        },
+        { details: { reservedFor: issuer } },
+      )
     },
 
     async addLabels(actor, id, labels) {

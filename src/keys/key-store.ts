@@ -32,7 +32,12 @@ export interface KeyRow {
   exportable: boolean
   /** Imported without its private key: verifies and encrypts only. */
   public_only: boolean
+  /** The issuer the key signs for alone ('pki', 'ssh'); null: an ordinary key. */
+  reserved_for: KeyIssuer | null
 }
+
+/** The certificate issuers a key may be reserved for (migration 0036). */
+export type KeyIssuer = 'pki' | 'ssh'
 
 export interface KeyVersionRow {
   key_id: string
@@ -121,6 +126,7 @@ export type KeyChanges = Partial<
     | 'expires_at'
     | 'is_default'
     | 'is_favorite'
+    | 'reserved_for'
     | 'revoked_at'
     | 'scheduled_deletion_date'
     | 'current_version'

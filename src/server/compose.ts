@@ -32,6 +32,7 @@ import { consoleModule } from '../console/module.ts'
 import { type BatchService, createBatchService } from '../crypto/batch-service.ts'
 import { type CryptoService, createCryptoService } from '../crypto/crypto-service.ts'
 import { createKeyObjectCache } from '../crypto/key-object-cache.ts'
+import { createIssuerSigner } from '../crypto/issuer-signer.ts'
 import { createKeyResolver } from '../crypto/key-resolver.ts'
 import { cryptoModule } from '../crypto/module.ts'
 import { createRawAesService } from '../crypto/raw-aes-service.ts'
@@ -86,6 +87,11 @@ import { type Clock, systemClock } from '../platform/clock.ts'
 import type { JobQueue, Module } from '../platform/module.ts'
 import { rolesModule } from '../roles/module.ts'
 import { createRoleService, type RoleService } from '../roles/role-service.ts'
+import { createCaService } from '../pki/ca-service.ts'
+import { createCertificateService } from '../pki/certificate-service.ts'
+import { createCrlPublisher } from '../pki/crl-publisher.ts'
+import { pkiModule } from '../pki/module.ts'
+import { createCertificateRoleService } from '../pki/role-service.ts'
 import { rotationModule } from '../rotation/module.ts'
 import { createRotationService, type RotationService } from '../rotation/rotation-service.ts'
 import { createFolderService, type FolderService } from '../secrets/folder-service.ts'
@@ -97,6 +103,7 @@ import { createSettingsService, type SettingsService } from '../settings/setting
 import { signupModule } from '../signup/module.ts'
 import { createSignupService, type SignupService } from '../signup/signup-service.ts'
 import { createSmsSender } from '../sms/sms-sender.ts'
+import { createSshServices, sshModule } from '../ssh/module.ts'
 import { teamModule } from '../team/module.ts'
 import { createTeamService, type TeamService } from '../team/team-service.ts'
 import { tenantsModule } from '../tenants/module.ts'
@@ -397,6 +404,7 @@ export async function createServices(
   const batches = createBatchService({ audit, keys: keyResolver, pool: cryptoPool, random })
   const reEncrypt = createReEncryptService({ audit, keys: keyResolver, pool: cryptoPool, random })
   const rawAes = createRawAesService({ audit, keys: keyResolver, random })
+  const issuerSigner = createIssuerSigner({ keys: keyResolver, pool: cryptoPool, random })
   const webhooks = createWebhookService({
     sql,
     audit,
@@ -410,6 +418,14 @@ export async function createServices(
     partnerSecrets: createPartnerSecrets({ sql, masterKeys }),
   })
   const rotation = createRotationService({ sql, audit, keys, keyCache, webhooks, outbound, clock })
+  const crls = createCrlPublisher({ sql, signer: issuerSigner, clock })
+  const cas = createCaService({ sql, audit, keys, signer: issuerSigner, crls, clock, publicUrl: linkBase })
+  const pki = {
+    cas,
+    roles: createCertificateRoleService({ sql, audit, cas, clock }),
+    certificates: createCertificateService({ sql, audit, cas, signer: issuerSigner, crls, clock }),
+  }
+  const ssh = createSshServices({ sql, audit, keys, signer: issuerSigner, random, clock })
   const folders = createFolderService({ sql, audit, clock })
   const secrets = createSecretService({
     sql,
@@ -545,6 +561,8 @@ export async function createServices(
     auditModule({ audit }),
     keysModule({ keys, aliases: createAliasService({ sql, audit, clock, keyCache }) }),
     rotationModule({ rotation }),
+    pkiModule(pki),
+    sshModule(ssh),
     cloudExportModule({ cloudExports }),
     intelligenceModule({ intelligence, logger: jobLogger }),
     webhooksModule({

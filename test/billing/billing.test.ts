@@ -86,6 +86,11 @@ describe('billing: plans, subscription, and usage folded from the audit log', ()
       generate_data_key: 0,
       wrap: 0,
       unwrap: 0,
+      re_encrypt: 0,
+      certificate_issue: 0,
+      certificate_revoke: 0,
+      ssh_certificate_issue: 0,
+      ssh_certificate_revoke: 0,
     }
     // 3 encryptions (one binary), 2 decryptions.
     const envelopes = []

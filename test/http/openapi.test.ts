@@ -224,6 +224,8 @@ describe('examples', () => {
         .replace('{id}', '00000000-0000-4000-8000-000000000000')
         .replace('{alias}', 'alias%2Fopenapi-example')
         .replace('{version}', '1')
+        .replace('{name}', 'openapi-example')
+        .replace('{serial}', '01')
       const res = await svc.request(method.toUpperCase(), url, { key: tenant.key, body: example })
       // An unknown id (404), a missing scope or a refused state is fine; a malformed body is not.
       if (res.status >= 500 || res.status === 413 || res.body?.error === 'validation_failed') {

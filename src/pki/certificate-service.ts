@@ -1,0 +1,379 @@
+import { generateKeyPair, type KeyObject } from 'node:crypto'
+import { promisify } from 'node:util'
+import type { AuditLog } from '../audit/audit-log.ts'
+import type { Actor } from '../auth/request-context.ts'
+import type { IssuerSigner } from '../crypto/issuer-signer.ts'
+import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
+import type { Sql } from '../data/database.ts'
+import type { Clock } from '../platform/clock.ts'
+import { AppError, invalidField, notFound } from '../platform/errors.ts'
+import { BACKDATE_MS, type CaService, caPending, randomSerial } from './ca-service.ts'
+import { type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
+import { CsrError, parseCsr } from './csr.ts'
+import {
+  CA_LIMITS,
+  type IssueCertificateBody,
+  type LeafKeyAlgorithm,
+  type ListCertificatesQuery,
+  type RevokeBody,
+} from './pki-schemas.ts'
+import {
+  type CaRow,
+  type CertificateRow,
+  countIssued,
+  getCertificate,
+  getRevocation,
+  getRole,
+  insertCertificate,
+  insertRevocation,
+  listCertificates,
+  markRevoked,
+} from './pki-store.ts'
+import {
+  checkKeyAlgorithm,
+  checkNames,
+  type LeafNames,
+  leafLifetime,
+  type RoleSettings,
+} from './role-policy.ts'
+import { roleNotFound, settingsOf } from './role-service.ts'
+import {
+  buildCertificate,
+  encodeName,
+  type IssuerAlgorithm,
+  type KeyUsageName,
+  keyIdentifierOf,
+  toPem,
+} from './x509.ts'
+
+const DAY_MS = 86_400_000
+/** An empty Name: the subject of a leaf with no common name (its SANs are then critical). */
+const EMPTY_NAME = Buffer.of(0x30, 0x00)
+
+export interface CertificateView {
+  serial: string
+  caId: string
+  role: string
+  commonName: string | null
+  dnsNames: string[]
+  ipAddresses: string[]
+  keyAlgorithm: string
+  notBefore: string
+  notAfter: string
+  status: 'valid' | 'revoked' | 'expired'
+  revokedAt: string | null
+  revocationReason: string | null
+  certificate: string
+  createdAt: string
+}
+
+export interface RevocationView {
+  serial: string
+  caId: string
+  revokedAt: string
+  revocationReason: string
+  /** Whether the service kept the certificate (false: issued under a noStore role). */
+  stored: boolean
+}
+
+export interface IssuedCertificate extends CertificateView {
+  stored: boolean
+  chain: string[]
+  privateKey?: string
+}
+
+function view(row: CertificateRow, now: Date): CertificateView {
+  return {
+    serial: row.serial,
+    caId: row.ca_id,
+    role: row.role,
+    commonName: row.common_name,
+    dnsNames: row.alt_names.dns,
+    ipAddresses: row.alt_names.ip,
+    keyAlgorithm: row.key_algorithm,
+    notBefore: row.not_before.toISOString(),
+    notAfter: row.not_after.toISOString(),
+    status: row.revoked_at ? 'revoked' : row.not_after <= now ? 'expired' : 'valid',
+    revokedAt: row.revoked_at?.toISOString() ?? null,
+    revocationReason: row.revocation_reason,
+    certificate: toPem(row.der, 'CERTIFICATE'),
+    createdAt: row.created_at.toISOString(),
+  }
+}
+
+/** A serial as the API names it: hex, colons and case ignored, without leading zero bytes. */
+export function normalSerial(serial: string): string {
+  const hex = serial
+    .replaceAll(':', '')
+    .toLowerCase()
+    .replace(/^(00)+(?=..)/, '')
+  if (hex.length % 2 === 1) return `0${hex}`
+  return hex
+}
+
+const NODE_KEY_TYPES: Record<LeafKeyAlgorithm, [string, object]> = {
+  'EC-P256': ['ec', { namedCurve: 'P-256' }],
+  'EC-P384': ['ec', { namedCurve: 'P-384' }],
+  'RSA-2048': ['rsa', { modulusLength: 2048 }],
+  'RSA-3072': ['rsa', { modulusLength: 3072 }],
+  'RSA-4096': ['rsa', { modulusLength: 4096 }],
+  Ed25519: ['ed25519', {}],
+  'ML-DSA-44': ['ml-dsa-44', {}],
+  'ML-DSA-65': ['ml-dsa-65', {}],
+  'ML-DSA-87': ['ml-dsa-87', {}],
+  'ML-KEM-512': ['ml-kem-512', {}],
+  'ML-KEM-768': ['ml-kem-768', {}],
+  'ML-KEM-1024': ['ml-kem-1024', {}],
+}
+// biome-ignore lint/suspicious/noExplicitAny: generateKeyPair's overloads do not cover a computed type name
+const generatePair = promisify(generateKeyPair as any) as (
+  type: string,
+  options: object,
+) => Promise<{ publicKey: KeyObject; privateKey: KeyObject }>
+
+/**
+ * The key usages a leaf of this key algorithm may carry of the role's: an ML-KEM key only
+ * enciphers keys (RFC 9935 §5: keyEncipherment alone); signature-only keys (EdDSA, ML-DSA,
+ * SLH-DSA) cannot encipher or agree; ECDSA keys cannot encipher.
+ */
+function usagesFor(algorithm: string, role: RoleSettings): KeyUsageName[] {
+  if (algorithm.startsWith('ML-KEM')) return ['keyEncipherment']
+  if (algorithm.startsWith('RSA')) return role.keyUsage
+  const allowed: string[] = algorithm.startsWith('EC')
+    ? ['digitalSignature', 'contentCommitment', 'keyAgreement']
+    : ['digitalSignature', 'contentCommitment']
+  const usages = role.keyUsage.filter((usage) => allowed.includes(usage))
+  return usages.length > 0 ? usages : ['digitalSignature']
+}
+
+export interface CertificateService {
+  issue(actor: Actor, input: IssueCertificateBody): Promise<IssuedCertificate>
+  list(
+    actor: Actor,
+    query: ListCertificatesQuery,
+  ): Promise<{ data: CertificateView[]; total: number; limit: number; offset: number }>
+  get(actor: Actor, serial: string): Promise<CertificateView>
+  /** Idempotent: revoking again answers the first revocation. The CRL is rebuilt before the answer. */
+  revoke(actor: Actor, serial: string, input: RevokeBody): Promise<RevocationView>
+}
+
+export function createCertificateService(deps: {
+  sql: Sql
+  audit: AuditLog
+  cas: CaService
+  signer: IssuerSigner
+  crls: CrlPublisher
+  clock: Clock
+}): CertificateService {
+  const { sql, audit, clock } = deps
+
+  /** The leaf's subject key: the CSR's (proof of possession checked) or a new pair. */
+  async function leafKey(
+    input: IssueCertificateBody,
+    role: RoleSettings,
+  ): Promise<{ spki: Buffer; algorithm: string; requested: LeafNames; privateKey: KeyObject | null }> {
+    if (input.csr !== undefined) {
+      if (input.keyAlgorithm)
+        throw invalidField('keyAlgorithm', 'is for generated keys: a CSR carries its key')
+      let csr: ReturnType<typeof parseCsr>
+      try {
+        csr = parseCsr(input.csr)
+      } catch (error) {
+        if (error instanceof CsrError) throw invalidField('csr', error.message)
+        throw error
+      }
+      checkKeyAlgorithm(role, csr.keyAlgorithm, 'csr')
+      return {
+        spki: csr.subjectPublicKeyInfo,
+        algorithm: csr.keyAlgorithm,
+        requested: { commonName: csr.commonName, dnsNames: csr.requested.dns, ipAddresses: csr.requested.ip },
+        privateKey: null,
+      }
+    }
+    const algorithm = input.keyAlgorithm ?? 'EC-P256'
+    checkKeyAlgorithm(role, algorithm, 'keyAlgorithm')
+    const [type, options] = NODE_KEY_TYPES[algorithm]
+    // The async form runs on libuv's thread pool: an RSA-4096 pair never holds the event loop.
+    const pair = await generatePair(type, options)
+    return {
+      spki: pair.publicKey.export({ type: 'spki', format: 'der' }),
+      algorithm,
+      requested: { commonName: null, dnsNames: [], ipAddresses: [] },
+      privateKey: pair.privateKey,
+    }
+  }
+
+  /** The leaf's end: its TTL from now, within the CA's end (refused or cut, as the role says). */
+  function notAfterOf(ca: CaRow, role: RoleSettings, ttlSeconds: number, now: Date): Date {
+    const notAfter = new Date(now.getTime() + ttlSeconds * 1000)
+    if (notAfter <= ca.not_after!) return notAfter
+    if (role.notAfterBehavior === 'truncate') return ca.not_after!
+    throw new AppError(
+      400,
+      'not_after_beyond_ca',
+      `The certificate would end after its CA (${ca.not_after!.toISOString()}); ask for a shorter ttlSeconds or set the role's notAfterBehavior to truncate`,
+      { rule: 'not_after_beyond_ca', field: 'ttlSeconds' },
+    )
+  }
+
+  return {
+    async issue(actor, input) {
+      const target: AuditTarget = { action: 'crypto.certificate_issue', keyId: null }
+      return auditedOperation(audit, actor, target, async () => {
+        const ca = await deps.cas.row(actor, input.caId)
+        target.keyId = ca.key_id
+        target.keyVersion = ca.key_version
+        if (ca.status !== 'active' || !ca.certificate || !ca.not_after) throw caPending()
+        const now = clock.now()
+        if (ca.not_after <= now) throw new AppError(409, 'ca_expired', 'The CA has expired')
+        const roleRow = await getRole(sql, actor.tenantId, ca.id, input.role)
+        if (!roleRow) throw roleNotFound()
+        const role = settingsOf(roleRow)
+        const ttl = leafLifetime(role, input.ttlSeconds)
+        const key = await leafKey(input, role)
+        const names = checkNames(role, {
+          commonName: input.commonName ?? key.requested.commonName,
+          dnsNames: input.dnsNames ?? key.requested.dnsNames,
+          ipAddresses: input.ipAddresses ?? key.requested.ipAddresses,
+        })
+        const notBefore = new Date(now.getTime() - BACKDATE_MS)
+        const notAfter = notAfterOf(ca, role, ttl, now)
+        const serial = randomSerial()
+        const signer = await deps.signer.open(actor, { keyId: ca.key_id, keyVersion: ca.key_version, issuer: 'pki' })
+        const der = await buildCertificate(
+          {
+            serial,
+            issuer: ca.subject_der,
+            subject: names.commonName ? encodeName({ commonName: names.commonName }) : EMPTY_NAME,
+            notBefore,
+            notAfter,
+            subjectPublicKeyInfo: key.spki,
+            signatureAlgorithm: ca.algorithm as IssuerAlgorithm,
+            basicConstraints: { ca: false },
+            keyUsage: usagesFor(key.algorithm, role),
+            ...(role.extKeyUsage.length > 0 ? { extendedKeyUsage: role.extKeyUsage } : {}),
+            subjectAltNames: { dns: names.dnsNames, ip: names.ipAddresses },
+            subjectKeyIdentifier: keyIdentifierOf(key.spki),
+            authorityKeyIdentifier: caKeyIdentifier(ca.certificate),
+            crlDistributionPoints: ca.crl_urls,
+            authorityInfoAccess: { caIssuers: ca.issuer_urls },
+          },
+          (tbs) => signer.sign(tbs),
+        )
+        const row: CertificateRow = {
+          tenant_id: actor.tenantId,
+          serial: serial.toString('hex'),
+          ca_id: ca.id,
+          role: input.role,
+          common_name: names.commonName,
+          alt_names: { dns: names.dnsNames, ip: names.ipAddresses },
+          key_algorithm: key.algorithm,
+          der,
+          not_before: notBefore,
+          not_after: notAfter,
+          revoked_at: null,
+          revocation_reason: null,
+          created_at: now,
+          created_by: actor.actor,
+        }
+        await sql.begin(async (tx) => {
+          if (!role.noStore) await insertCertificate(tx, row)
+          await countIssued(tx, ca.id)
+        })
+        const issued: IssuedCertificate = {
+          ...view(row, now),
+          stored: !role.noStore,
+          chain: [ca.certificate, ...ca.chain].map((c) => toPem(c, 'CERTIFICATE')),
+          ...(key.privateKey
+            ? { privateKey: key.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string }
+            : {}),
+        }
+        return {
+          result: issued,
+          record: {
+            action: target.action,
+            keyId: ca.key_id,
+            keyVersion: ca.key_version,
+            details: { caId: ca.id, serial: row.serial, role: input.role, stored: !role.noStore },
+          },
+        }
+      })
+    },
+
+    async list(actor, query) {
+      const now = clock.now()
+      const { rows, total } = await listCertificates(sql, actor.tenantId, {
+        caId: query.caId,
+        status: query.status,
+        endingBefore: query.expiringWithinDays
+          ? new Date(now.getTime() + query.expiringWithinDays * DAY_MS)
+          : undefined,
+        now,
+        limit: query.limit,
+        offset: query.offset,
+      })
+      return { data: rows.map((row) => view(row, now)), total, limit: query.limit, offset: query.offset }
+    },
+
+    async get(actor, serial) {
+      const row = await getCertificate(sql, actor.tenantId, normalSerial(serial))
+      if (!row) throw notFound('certificate_not_found', 'Certificate')
+      return view(row, clock.now())
+    },
+
+    async revoke(actor, rawSerial, input) {
+      const serial = normalSerial(rawSerial)
+      const reason = input.reason ?? 'unspecified'
+      const target: AuditTarget = { action: 'crypto.certificate_revoke', keyId: null }
+      return auditedOperation(audit, actor, target, async () => {
+        const stored = await getCertificate(sql, actor.tenantId, serial)
+        if (stored && input.caId && input.caId !== stored.ca_id)
+          throw invalidField('caId', 'names another CA than the one that issued the certificate')
+        const caId = stored?.ca_id ?? input.caId
+        if (!caId)
+          throw notFound(
+            'certificate_not_found',
+            'Certificate (for one the service did not store, name its caId)',
+          )
+        const ca = await deps.cas.row(actor, caId)
+        target.keyId = ca.key_id
+        target.keyVersion = ca.key_version
+        if (!ca.certificate) throw caPending()
+        const now = clock.now()
+        // A certificate not stored (noStore) stays listed as long as any leaf of the CA could live.
+        const listedUntil = stored?.not_after ?? new Date(now.getTime() + CA_LIMITS.maxLeafSeconds * 1000)
+        const previous = await getRevocation(sql, ca.id, serial)
+        const revocation = previous ?? { serial, revoked_at: now, reason }
+        if (!previous) {
+          await sql.begin(async (tx) => {
+            await insertRevocation(tx, {
+              ...revocation,
+              tenant_id: actor.tenantId,
+              ca_id: ca.id,
+              listed_until: listedUntil,
+            })
+            if (stored) await markRevoked(tx, actor.tenantId, serial, now, reason)
+          })
+        }
+        const answer: RevocationView = {
+          serial,
+          caId: ca.id,
+          revokedAt: revocation.revoked_at.toISOString(),
+          revocationReason: revocation.reason,
+          stored: stored !== undefined,
+        }
+        // At once, not at the next sweep: relying parties fetching the CRL now see it.
+        await deps.crls.publish(actor, ca)
+        return {
+          result: answer,
+          record: {
+            action: target.action,
+            keyId: ca.key_id,
+            keyVersion: ca.key_version,
+            details: { caId: ca.id, serial, reason, stored: stored !== undefined },
+          },
+        }
+      })
+    },
+  }
+}
