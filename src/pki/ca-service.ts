@@ -38,7 +38,7 @@ const DAY_MS = 86_400_000
 /** notBefore is set this far back, for clients whose clocks run a little late (Vault's practice). */
 export const BACKDATE_MS = 30_000
 
-export interface CaView {
+interface CaView {
   id: string
   name: string
   type: 'root' | 'intermediate'
@@ -62,7 +62,7 @@ export interface CaView {
   updatedAt: string
 }
 
-export function caView(row: CaRow): CaView {
+function caView(row: CaRow): CaView {
   return {
     id: row.id,
     name: row.name,
@@ -96,7 +96,7 @@ export function randomSerial(): Buffer {
   return serial
 }
 
-export const caNotFound = () => notFound('ca_not_found', 'Certificate authority')
+const caNotFound = () => notFound('ca_not_found', 'Certificate authority')
 
 /** 409: the CA waits for its certificate (an intermediate whose parent is outside the service). */
 export const caPending = () =>
@@ -309,7 +309,11 @@ export function createCaService(deps: {
       if (await caNameTaken(sql, actor.tenantId, input.name))
         throw new AppError(409, 'ca_exists', `A CA named ${input.name} exists`)
       const keyView = await caKey(actor, input)
-      const key = await deps.signer.open(actor, { keyId: keyView.id, keyVersion: keyView.version, issuer: 'pki' })
+      const key = await deps.signer.open(actor, {
+        keyId: keyView.id,
+        keyVersion: keyView.version,
+        issuer: 'pki',
+      })
       const spki = key.publicKey.export({ type: 'spki', format: 'der' })
       const id = randomUUID()
       const base = deps.publicUrl()
@@ -355,7 +359,11 @@ export function createCaService(deps: {
       } else {
         const serial = randomSerial()
         const signingKey = parent
-          ? await deps.signer.open(actor, { keyId: parent.key_id, keyVersion: parent.key_version, issuer: 'pki' })
+          ? await deps.signer.open(actor, {
+              keyId: parent.key_id,
+              keyVersion: parent.key_version,
+              issuer: 'pki',
+            })
           : key
         const target: AuditTarget = { action: 'crypto.certificate_issue', keyId: signingKey.keyId }
         const certificate = await auditedOperation(audit, actor, target, async () => {
@@ -466,7 +474,11 @@ export function createCaService(deps: {
       const certificate = parsePem(input.certificate, 'certificate')
       const chain = (input.chain ?? []).map((pem, i) => parsePem(pem, `chain[${i}]`))
       const parsed = parseCertificate(certificate)
-      const key = await deps.signer.open(actor, { keyId: ca.key_id, keyVersion: ca.key_version, issuer: 'pki' })
+      const key = await deps.signer.open(actor, {
+        keyId: ca.key_id,
+        keyVersion: ca.key_version,
+        issuer: 'pki',
+      })
       if (!parsed.subjectPublicKeyInfo.equals(key.publicKey.export({ type: 'spki', format: 'der' })))
         throw invalidField('certificate', 'does not certify this CA’s key (its CSR’s public key)')
       if (!parsed.basicConstraints?.ca)

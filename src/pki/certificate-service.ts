@@ -50,7 +50,7 @@ const DAY_MS = 86_400_000
 /** An empty Name: the subject of a leaf with no common name (its SANs are then critical). */
 const EMPTY_NAME = Buffer.of(0x30, 0x00)
 
-export interface CertificateView {
+interface CertificateView {
   serial: string
   caId: string
   role: string
@@ -67,7 +67,7 @@ export interface CertificateView {
   createdAt: string
 }
 
-export interface RevocationView {
+interface RevocationView {
   serial: string
   caId: string
   revokedAt: string
@@ -76,7 +76,7 @@ export interface RevocationView {
   stored: boolean
 }
 
-export interface IssuedCertificate extends CertificateView {
+interface IssuedCertificate extends CertificateView {
   stored: boolean
   chain: string[]
   privateKey?: string
@@ -102,7 +102,7 @@ function view(row: CertificateRow, now: Date): CertificateView {
 }
 
 /** A serial as the API names it: hex, colons and case ignored, without leading zero bytes. */
-export function normalSerial(serial: string): string {
+function normalSerial(serial: string): string {
   const hex = serial
     .replaceAll(':', '')
     .toLowerCase()
@@ -239,7 +239,11 @@ export function createCertificateService(deps: {
         const notBefore = new Date(now.getTime() - BACKDATE_MS)
         const notAfter = notAfterOf(ca, role, ttl, now)
         const serial = randomSerial()
-        const signer = await deps.signer.open(actor, { keyId: ca.key_id, keyVersion: ca.key_version, issuer: 'pki' })
+        const signer = await deps.signer.open(actor, {
+          keyId: ca.key_id,
+          keyVersion: ca.key_version,
+          issuer: 'pki',
+        })
         const der = await buildCertificate(
           {
             serial,

@@ -8,7 +8,7 @@ import { type IssuerAlgorithm, keyIdentifierOf, parseCertificate } from './x509.
 
 const HOUR = 3_600_000
 /** A CRL is valid 72 hours; the job process rebuilds it 12 hours before it ends (Vault's practice). */
-export const CRL_LIFETIME_MS = 72 * HOUR
+const CRL_LIFETIME_MS = 72 * HOUR
 export const CRL_REFRESH_BEFORE_MS = 12 * HOUR
 
 /** The key identifier a CA's certificates carry as their authority key identifier. */
@@ -34,7 +34,11 @@ export function createCrlPublisher(deps: { sql: Sql; signer: IssuerSigner; clock
       const now = deps.clock.now()
       const { crlNumber, entries } = await reserveCrl(deps.sql, ca.id, now)
       try {
-        const key = await deps.signer.open(actor, { keyId: ca.key_id, keyVersion: ca.key_version, issuer: 'pki' })
+        const key = await deps.signer.open(actor, {
+          keyId: ca.key_id,
+          keyVersion: ca.key_version,
+          issuer: 'pki',
+        })
         const nextUpdate = new Date(now.getTime() + CRL_LIFETIME_MS)
         const der = await buildCrl(
           {

@@ -95,9 +95,10 @@ export function namedBits(bits: readonly number[]): Buffer {
 
 /** RFC 5280 4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050; whole seconds, UTC. */
 export function time(date: Date): Buffer {
-  const iso = date.toISOString() // YYYY-MM-DDTHH:MM:SS.sssZ; throws on an invalid date
   const year = date.getUTCFullYear()
-  if (year < 1950 || year > 9999) throw new RangeError(`The year ${year} cannot be written in a certificate`)
+  if (!(year >= 1950 && year <= 9999))
+    throw new RangeError(`The year ${year} cannot be written in a certificate`)
+  const iso = date.toISOString() // YYYY-MM-DDTHH:MM:SS.sssZ
   const digits = `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}Z`
   return year < 2050
     ? tlv(TAG.UTC_TIME, Buffer.from(digits.slice(2), 'latin1'))
@@ -207,13 +208,13 @@ export class DerReader {
   }
 }
 
-export function expectTag(node: DerNode, tag: number, what: string): DerNode {
+function expectTag(node: DerNode, tag: number, what: string): DerNode {
   if (node.tag !== tag) throw new DerError(`${what} has the wrong type`)
   return node
 }
 
 /** The content of an INTEGER after checking it is minimal (X.690 8.3.2). */
-export function readIntegerBytes(node: DerNode, what: string): Buffer {
+function readIntegerBytes(node: DerNode, what: string): Buffer {
   expectTag(node, TAG.INTEGER, what)
   const c = node.content
   if (c.length === 0) throw new DerError(`${what} is an empty integer`)
@@ -318,6 +319,12 @@ export function readTime(node: DerNode, what: string): Date {
   return date
 }
 
+/** IA5String content (also IMPLICIT-tagged, as in GeneralNames). */
+export function readAscii(content: Buffer, what: string): string {
+  if (content.some((b) => b > 0x7f)) throw new DerError(`${what} is not ASCII`)
+  return content.toString('latin1')
+}
+
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true })
 
 /** The text of a directory string (UTF8String, PrintableString, IA5String, TeletexString, BMPString). */
@@ -332,8 +339,7 @@ export function readText(node: DerNode, what: string): string {
       }
     case TAG.PRINTABLE_STRING:
     case TAG.IA5_STRING:
-      if (c.some((b) => b > 0x7f)) throw new DerError(`${what} is not ASCII`)
-      return c.toString('latin1')
+      return readAscii(c, what)
     case TAG.TELETEX_STRING:
       return c.toString('latin1')
     case TAG.BMP_STRING:

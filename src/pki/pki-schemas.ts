@@ -13,10 +13,9 @@ export const CA_ALGORITHMS = [
   'RSA-4096',
   'Ed25519',
 ] as const
-export type CaAlgorithm = (typeof CA_ALGORITHMS)[number]
 
 /** Key pairs the service generates for a leaf (the private key answered once, never stored). */
-export const LEAF_KEY_ALGORITHMS = [
+const LEAF_KEY_ALGORITHMS = [
   'EC-P256',
   'EC-P384',
   'RSA-2048',
@@ -51,7 +50,7 @@ export const EXT_KEY_USAGES = [
   'ocspSigning',
 ] as const
 
-export const REVOCATION_REASONS = [
+const REVOCATION_REASONS = [
   'unspecified',
   'keyCompromise',
   'caCompromise',
@@ -102,7 +101,6 @@ const SubjectInput = Type.Object(
   },
   { additionalProperties: false },
 )
-export type SubjectInput = Static<typeof SubjectInput>
 
 const NameConstraints = Type.Object(
   {
@@ -113,7 +111,6 @@ const NameConstraints = Type.Object(
   },
   { additionalProperties: false, description: 'Names the CA and those below it may certify (critical)' },
 )
-export type NameConstraintsInput = Static<typeof NameConstraints>
 
 export const CreateCaBody = Type.Object(
   {

@@ -80,8 +80,7 @@ const fromStored = (row: StoredCaRow): CaRow => ({
   ...row,
   chain: row.chain.map((der) => Buffer.from(der, 'base64')),
 })
-const storedChain = (db: Queryable, chain: Buffer[]) =>
-  db.json(chain.map((der) => der.toString('base64')))
+const storedChain = (db: Queryable, chain: Buffer[]) => db.json(chain.map((der) => der.toString('base64')))
 
 export async function insertCa(db: Queryable, row: NewCaRow): Promise<CaRow> {
   const [inserted] = await db<StoredCaRow[]>`

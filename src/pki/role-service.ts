@@ -16,7 +16,7 @@ import {
 } from './pki-store.ts'
 import { DEFAULT_ROLE, type RoleSettings, roleSettings } from './role-policy.ts'
 
-export type RoleView = RoleSettings & { name: string; caId: string; createdAt: string; updatedAt: string }
+type RoleView = RoleSettings & { name: string; caId: string; createdAt: string; updatedAt: string }
 
 /** Settings stored by an older version lack the fields added since: the defaults fill them. */
 export const settingsOf = (row: RoleRow): RoleSettings => ({

@@ -6,6 +6,7 @@ import {
   type DerNode,
   DerReader,
   oid,
+  readAscii,
   readOid,
   readText,
   sequence,
@@ -112,7 +113,7 @@ function ia5(value: unknown, path: string, valid: (text: string) => boolean, exp
   return Buffer.from(value, 'latin1')
 }
 
-export const isUri = (text: string) => URL.canParse(text) && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(text)
+const isUri = (text: string) => URL.canParse(text) && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(text)
 
 export function uriName(uri: unknown, path: string): Buffer {
   return tlv(GENERAL_NAME_TAG.uri, ia5(uri, path, isUri, 'an absolute URI'))
@@ -170,7 +171,7 @@ export function decodeAltNames(node: DerNode, what: string): Required<AltNames> 
   if (node.children.length > MAX_NAMES) throw new DerError(`${what} lists more than ${MAX_NAMES} names`)
   const names: Required<AltNames> = { dns: [], ip: [], email: [], uri: [] }
   for (const name of node.children) {
-    const ascii = () => readText({ ...name, tag: TAG.IA5_STRING }, what)
+    const ascii = () => readAscii(name.content, what)
     if (name.tag === GENERAL_NAME_TAG.dns) names.dns.push(ascii())
     else if (name.tag === GENERAL_NAME_TAG.email) names.email.push(ascii())
     else if (name.tag === GENERAL_NAME_TAG.uri) names.uri.push(ascii())
@@ -182,7 +183,7 @@ export function decodeAltNames(node: DerNode, what: string): Required<AltNames> 
 // ---- IP addresses -------------------------------------------------------------------------
 
 /** An IPv4 or IPv6 address in text as its 4 or 16 network-order bytes. */
-export function ipBytes(text: unknown, path: string): Buffer {
+function ipBytes(text: unknown, path: string): Buffer {
   const bytes = typeof text === 'string' && text.length <= 64 ? parseIp(text) : null
   if (!bytes) throw invalidField(path, 'must be an IPv4 or IPv6 address')
   return bytes
@@ -206,11 +207,13 @@ function parseIp(text: string): Buffer | null {
   const headGroups = head ? head.split(':') : []
   const tailGroups = tail ? tail.split(':') : []
   const zeros = tail === undefined ? [] : Array(8 - headGroups.length - tailGroups.length).fill('0')
-  const out = Buffer.alloc(16)
-  ;[...headGroups, ...zeros, ...tailGroups].forEach((g, i) => {
-    out.writeUInt16BE(Number.parseInt(g, 16), i * 2)
-  })
-  return out
+  return Buffer.concat(
+    [...headGroups, ...zeros, ...tailGroups].map((g) => {
+      const group = Buffer.alloc(2)
+      group.writeUInt16BE(Number.parseInt(g, 16))
+      return group
+    }),
+  )
 }
 
 /** "10.0.0.0/8" or "2001:db8::/32" as address then mask (RFC 5280 4.2.1.10); host bits must be zero. */

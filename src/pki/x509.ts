@@ -42,7 +42,7 @@ import {
  * the service.
  */
 
-export { encodeName, type NameAttributes } from './x509-names.ts'
+export { encodeName } from './x509-names.ts'
 
 export type IssuerAlgorithm =
   | 'ML-DSA-44'
@@ -156,7 +156,7 @@ export type KeyUsageName =
   | 'encipherOnly'
   | 'decipherOnly'
 
-export type ExtKeyUsageName =
+type ExtKeyUsageName =
   | 'serverAuth'
   | 'clientAuth'
   | 'codeSigning'
@@ -452,7 +452,7 @@ export interface ParsedCertificate {
 }
 
 /** The single element an EXPLICIT tag wraps. */
-export function explicitContent(node: DerNode, what: string): DerNode {
+function explicitContent(node: DerNode, what: string): DerNode {
   if (node.children.length !== 1) throw new DerError(`${what} must hold exactly one element`)
   return node.children[0]!
 }
@@ -510,7 +510,12 @@ function readCertificate(der: Buffer): ParsedCertificate {
   if (!innerAlgorithm.raw.equals(outerAlgorithm.raw)) {
     throw new DerError('the signature algorithm differs between the signed part and the certificate')
   }
-  const { oid: signatureAlgorithmOid } = readSignatureAlgorithm(outerAlgorithm, 'signature algorithm')
+  // Any parameters are accepted here (RSA-PSS has some): a parent outside the service may use them.
+  const signatureAlgorithmOid = readOid(
+    new DerReader(outerAlgorithm, 'signature algorithm').next(TAG.OID, 'algorithm'),
+    'signature algorithm',
+  )
+  if (outerAlgorithm.children.length > 2) throw new DerError('the signature algorithm has extra elements')
   const issuer = tbs.next(TAG.SEQUENCE, 'issuer')
   readName(issuer, 'issuer')
   const validity = new DerReader(tbs.next(TAG.SEQUENCE, 'validity'), 'validity')

@@ -40,7 +40,11 @@ const root = (name: string, extra: object = {}) =>
 describe('a CA key signs for its CA only', () => {
   test('a generated CA key is reserved, not exportable, and /sign refuses it by id, alias and as the default', async () => {
     const ca = (await root('forgery-target')).body as Ca
-    const key = await created<{ reservedFor: string; exportable: boolean }>('GET', `/keys/${ca.keyId}`, undefined)
+    const key = await created<{ reservedFor: string; exportable: boolean }>(
+      'GET',
+      `/keys/${ca.keyId}`,
+      undefined,
+    )
     assert.equal(key.reservedFor, 'pki')
     assert.equal(key.exportable, false)
 
@@ -69,7 +73,11 @@ describe('a CA key signs for its CA only', () => {
     assert.equal((exported.body as { error: string }).error, 'key_not_exportable')
 
     // The CA itself still signs: a role and a leaf.
-    await created('POST', `/cas/${ca.id}/roles`, { name: 'web', allowedDomains: ['example.com'], allowSubdomains: true })
+    await created('POST', `/cas/${ca.id}/roles`, {
+      name: 'web',
+      allowedDomains: ['example.com'],
+      allowSubdomains: true,
+    })
     const leaf = await created<{ certificate: string }>('POST', '/certificates', {
       caId: ca.id,
       role: 'web',
