@@ -1,9 +1,8 @@
-import { generateKeyPair, type KeyObject } from 'node:crypto'
-import { promisify } from 'node:util'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { IssuerSigner } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
+import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
 import type { Sql } from '../data/database.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
@@ -111,26 +110,6 @@ function normalSerial(serial: string): string {
   return hex
 }
 
-const NODE_KEY_TYPES: Record<LeafKeyAlgorithm, [string, object]> = {
-  'EC-P256': ['ec', { namedCurve: 'P-256' }],
-  'EC-P384': ['ec', { namedCurve: 'P-384' }],
-  'RSA-2048': ['rsa', { modulusLength: 2048 }],
-  'RSA-3072': ['rsa', { modulusLength: 3072 }],
-  'RSA-4096': ['rsa', { modulusLength: 4096 }],
-  Ed25519: ['ed25519', {}],
-  'ML-DSA-44': ['ml-dsa-44', {}],
-  'ML-DSA-65': ['ml-dsa-65', {}],
-  'ML-DSA-87': ['ml-dsa-87', {}],
-  'ML-KEM-512': ['ml-kem-512', {}],
-  'ML-KEM-768': ['ml-kem-768', {}],
-  'ML-KEM-1024': ['ml-kem-1024', {}],
-}
-// biome-ignore lint/suspicious/noExplicitAny: generateKeyPair's overloads do not cover a computed type name
-const generatePair = promisify(generateKeyPair as any) as (
-  type: string,
-  options: object,
-) => Promise<{ publicKey: KeyObject; privateKey: KeyObject }>
-
 /**
  * The key usages a leaf of this key algorithm may carry of the role's: an ML-KEM key only
  * enciphers keys (RFC 9935 §5: keyEncipherment alone); signature-only keys (EdDSA, ML-DSA,
@@ -163,43 +142,53 @@ export function createCertificateService(deps: {
   cas: CaService
   signer: IssuerSigner
   crls: CrlPublisher
+  pool: Pick<CryptoPool, 'generateKey'>
   clock: Clock
 }): CertificateService {
   const { sql, audit, clock } = deps
 
-  /** The leaf's subject key: the CSR's (proof of possession checked) or a new pair. */
-  async function leafKey(
+  /**
+   * The CSR's key (its proof of possession checked) and the names it asks for; for a generated
+   * key, only its algorithm's check: the pair is made once the names passed (generate).
+   */
+  function requestedKey(
     input: IssueCertificateBody,
     role: RoleSettings,
-  ): Promise<{ spki: Buffer; algorithm: string; requested: LeafNames; privateKey: KeyObject | null }> {
-    if (input.csr !== undefined) {
-      if (input.keyAlgorithm)
-        throw invalidField('keyAlgorithm', 'is for generated keys: a CSR carries its key')
-      let csr: ReturnType<typeof parseCsr>
-      try {
-        csr = parseCsr(input.csr)
-      } catch (error) {
-        if (error instanceof CsrError) throw invalidField('csr', error.message)
-        throw error
-      }
-      checkKeyAlgorithm(role, csr.keyAlgorithm, 'csr')
-      return {
-        spki: csr.subjectPublicKeyInfo,
-        algorithm: csr.keyAlgorithm,
-        requested: { commonName: csr.commonName, dnsNames: csr.requested.dns, ipAddresses: csr.requested.ip },
-        privateKey: null,
-      }
+  ): { spki: Buffer; algorithm: string; requested: LeafNames } | { algorithm: LeafKeyAlgorithm } {
+    if (input.csr === undefined) {
+      const algorithm = input.keyAlgorithm ?? 'EC-P256'
+      checkKeyAlgorithm(role, algorithm, 'keyAlgorithm')
+      return { algorithm }
     }
-    const algorithm = input.keyAlgorithm ?? 'EC-P256'
-    checkKeyAlgorithm(role, algorithm, 'keyAlgorithm')
-    const [type, options] = NODE_KEY_TYPES[algorithm]
-    // The async form runs on libuv's thread pool: an RSA-4096 pair never holds the event loop.
-    const pair = await generatePair(type, options)
+    if (input.keyAlgorithm) throw invalidField('keyAlgorithm', 'is for generated keys: a CSR carries its key')
+    let csr: ReturnType<typeof parseCsr>
+    try {
+      csr = parseCsr(input.csr)
+    } catch (error) {
+      if (error instanceof CsrError) throw invalidField('csr', error.message)
+      throw error
+    }
+    checkKeyAlgorithm(role, csr.keyAlgorithm, 'csr')
     return {
-      spki: pair.publicKey.export({ type: 'spki', format: 'der' }),
-      algorithm,
-      requested: { commonName: null, dnsNames: [], ipAddresses: [] },
-      privateKey: pair.privateKey,
+      spki: csr.subjectPublicKeyInfo,
+      algorithm: csr.keyAlgorithm,
+      requested: { commonName: csr.commonName, dnsNames: csr.requested.dns, ipAddresses: csr.requested.ip },
+    }
+  }
+
+  /**
+   * A key pair for the leaf, made in the crypto pool (its per-tenant queues: a burst of RSA-4096
+   * requests waits there, not on the event loop). The private key is answered once, never kept.
+   */
+  async function generate(
+    tenantId: string,
+    algorithm: LeafKeyAlgorithm,
+  ): Promise<{ spki: Buffer; privateKeyPem: string }> {
+    const material = await deps.pool.generateKey(tenantId, algorithm)
+    try {
+      return { spki: material.publicKey!, privateKeyPem: toPem(material.secret!, 'PRIVATE KEY') }
+    } finally {
+      material.secret?.fill(0)
     }
   }
 
@@ -230,12 +219,15 @@ export function createCertificateService(deps: {
         if (!roleRow) throw roleNotFound()
         const role = settingsOf(roleRow)
         const ttl = leafLifetime(role, input.ttlSeconds)
-        const key = await leafKey(input, role)
+        const asked = requestedKey(input, role)
+        const fromCsr = 'requested' in asked ? asked.requested : undefined
         const names = checkNames(role, {
-          commonName: input.commonName ?? key.requested.commonName,
-          dnsNames: input.dnsNames ?? key.requested.dnsNames,
-          ipAddresses: input.ipAddresses ?? key.requested.ipAddresses,
+          commonName: input.commonName ?? fromCsr?.commonName ?? null,
+          dnsNames: input.dnsNames ?? fromCsr?.dnsNames ?? [],
+          ipAddresses: input.ipAddresses ?? fromCsr?.ipAddresses ?? [],
         })
+        const generated = 'spki' in asked ? undefined : await generate(actor.tenantId, asked.algorithm)
+        const key = { algorithm: asked.algorithm, spki: 'spki' in asked ? asked.spki : generated!.spki }
         const notBefore = new Date(now.getTime() - BACKDATE_MS)
         const notAfter = notAfterOf(ca, role, ttl, now)
         const serial = randomSerial()
@@ -288,9 +280,7 @@ export function createCertificateService(deps: {
           ...view(row, now),
           stored: !role.noStore,
           chain: [ca.certificate, ...ca.chain].map((c) => toPem(c, 'CERTIFICATE')),
-          ...(key.privateKey
-            ? { privateKey: key.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string }
-            : {}),
+          ...(generated ? { privateKey: generated.privateKeyPem } : {}),
         }
         return {
           result: issued,

@@ -423,7 +423,15 @@ export async function createServices(
   const pki = {
     cas,
     roles: createCertificateRoleService({ sql, audit, cas, clock }),
-    certificates: createCertificateService({ sql, audit, cas, signer: issuerSigner, crls, clock }),
+    certificates: createCertificateService({
+      sql,
+      audit,
+      cas,
+      signer: issuerSigner,
+      crls,
+      pool: cryptoPool,
+      clock,
+    }),
   }
   const ssh = createSshServices({ sql, audit, keys, signer: issuerSigner, random, clock })
   const folders = createFolderService({ sql, audit, clock })
