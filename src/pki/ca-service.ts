@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID, X509Certificate } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
+import { restrictionAllows } from '../auth/key-restriction.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { IssuerKey, IssuerSigner } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
@@ -9,6 +10,7 @@ import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { CRL_REFRESH_BEFORE_MS, type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
 import { buildCsr } from './csr.ts'
+import type { NameConstraints } from './name-constraints.ts'
 import { CA_ALGORITHMS, CA_LIMITS, type CreateCaBody, type ImportCaCertificateBody } from './pki-schemas.ts'
 import {
   CA_NAME_CONSTRAINT,
@@ -49,7 +51,7 @@ interface CaView {
   algorithm: string
   subject: Record<string, string> & { commonName: string }
   pathLength: number | null
-  nameConstraints: Record<string, string[]> | null
+  nameConstraints: NameConstraints | null
   crlDistributionPoints: string[]
   issuingCertificateUrls: string[]
   certificate: string | null
@@ -108,6 +110,11 @@ export interface CaService {
   get(actor: Actor, id: string): Promise<CaView>
   /** The CA row, for the certificate service (404 for another tenant's). */
   row(actor: Actor, id: string): Promise<CaRow>
+  /**
+   * The name constraints of the CA and of every CA above it in the tenant, the CA's first (an
+   * outside parent's are not known here: its relying parties enforce them).
+   */
+  constraintsAbove(actor: Actor, ca: CaRow): Promise<Array<NameConstraints | null>>
   update(
     actor: Actor,
     id: string,
@@ -147,6 +154,14 @@ export function createCaService(deps: {
   /** The CA's key: the one the caller names (checked) or a new one, never exportable. */
   async function caKey(actor: Actor, input: CreateCaBody): Promise<KeyView> {
     if (!input.keyId) {
+      // A key restricted to named keys or to other operations could never sign with a new key:
+      // refused before the key is made, so a refusal leaves nothing behind.
+      if (!restrictionAllows(actor.keyRestriction, { id: '', aliases: [] }, 'sign'))
+        throw new AppError(
+          403,
+          'key_not_allowed',
+          'This API key is restricted to named keys or to other operations: it cannot create a CA with a new key',
+        )
       return deps.keys.create(
         actor,
         {
@@ -273,6 +288,18 @@ export function createCaService(deps: {
   return {
     row,
 
+    async constraintsAbove(actor, ca) {
+      const chain: Array<NameConstraints | null> = [ca.name_constraints]
+      // A chain is at most 11 CAs deep (pathLength ≤ 10 below a root).
+      for (let parentId = ca.parent_id; parentId && chain.length <= 11; ) {
+        const parent = await getCa(sql, actor.tenantId, parentId)
+        if (!parent) break
+        chain.push(parent.name_constraints)
+        parentId = parent.parent_id
+      }
+      return chain
+    },
+
     async published(id, what) {
       const ca = await getPublicCa(sql, id)
       const bytes = what === 'crl' ? ca?.crl : ca?.certificate
@@ -291,9 +318,9 @@ export function createCaService(deps: {
         try {
           await deps.crls.publish(actor, ca)
           rebuilt++
-        } catch (error) {
-          // A CA whose key was revoked or destroyed cannot sign: it stays stale, the others go on.
-          if (!(error instanceof AppError)) throw error
+        } catch {
+          // One CA that cannot sign (its key revoked or destroyed, the pool busy) stays stale and
+          // is tried at the next sweep; the other tenants' CRLs go on. The count says it failed.
           failed++
         }
       }
@@ -332,7 +359,7 @@ export function createCaService(deps: {
         subject_der: subjectDer,
         subject: input.subject as Record<string, string>,
         path_length: pathLength ?? null,
-        name_constraints: (input.nameConstraints as Record<string, string[]> | undefined) ?? null,
+        name_constraints: input.nameConstraints ?? null,
         crl_urls: input.crlDistributionPoints ?? [`${base}/api/v1/cas/${id}/crl`],
         issuer_urls: input.issuingCertificateUrls ?? [`${base}/api/v1/cas/${id}/certificate`],
         created_at: now,

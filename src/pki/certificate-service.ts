@@ -9,6 +9,7 @@ import { AppError, invalidField, notFound } from '../platform/errors.ts'
 import { BACKDATE_MS, type CaService, caPending, randomSerial } from './ca-service.ts'
 import { type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
 import { CsrError, parseCsr } from './csr.ts'
+import { checkNameConstraints } from './name-constraints.ts'
 import {
   CA_LIMITS,
   type IssueCertificateBody,
@@ -98,6 +99,17 @@ function view(row: CertificateRow, now: Date): CertificateView {
     certificate: toPem(row.der, 'CERTIFICATE'),
     createdAt: row.created_at.toISOString(),
   }
+}
+
+/**
+ * A serial a certificate can carry (RFC 5280 §4.1.2.2: a positive integer of at most 20 octets),
+ * else a 400: a CRL must never be handed one it cannot encode.
+ */
+function revocableSerial(serial: string): string {
+  const hex = normalSerial(serial)
+  if (hex.length > 40 || /^0*$/.test(hex) || Number.parseInt(hex.slice(0, 2), 16) >= 0x80)
+    throw invalidField('serial', 'must be a positive integer of at most 20 octets, in hex')
+  return hex
 }
 
 /** A serial as the API names it: hex, colons and case ignored, without leading zero bytes. */
@@ -226,6 +238,7 @@ export function createCertificateService(deps: {
           dnsNames: input.dnsNames ?? fromCsr?.dnsNames ?? [],
           ipAddresses: input.ipAddresses ?? fromCsr?.ipAddresses ?? [],
         })
+        checkNameConstraints(await deps.cas.constraintsAbove(actor, ca), names)
         const generated = 'spki' in asked ? undefined : await generate(actor.tenantId, asked.algorithm)
         const key = { algorithm: asked.algorithm, spki: 'spki' in asked ? asked.spki : generated!.spki }
         const notBefore = new Date(now.getTime() - BACKDATE_MS)
@@ -316,7 +329,7 @@ export function createCertificateService(deps: {
     },
 
     async revoke(actor, rawSerial, input) {
-      const serial = normalSerial(rawSerial)
+      const serial = revocableSerial(rawSerial)
       const reason = input.reason ?? 'unspecified'
       const target: AuditTarget = { action: 'crypto.certificate_revoke', keyId: null }
       return auditedOperation(audit, actor, target, async () => {
@@ -333,38 +346,44 @@ export function createCertificateService(deps: {
         target.keyId = ca.key_id
         target.keyVersion = ca.key_version
         if (!ca.certificate) throw caPending()
+        // Before anything is written: a caller who may not sign with the CA's key (an API key
+        // restricted to other keys, a revoked CA key) cannot revoke either.
+        await deps.signer.open(actor, { keyId: ca.key_id, keyVersion: ca.key_version, issuer: 'pki' })
         const now = clock.now()
         // A certificate not stored (noStore) stays listed as long as any leaf of the CA could live.
         const listedUntil = stored?.not_after ?? new Date(now.getTime() + CA_LIMITS.maxLeafSeconds * 1000)
-        const previous = await getRevocation(sql, ca.id, serial)
-        const revocation = previous ?? { serial, revoked_at: now, reason }
-        if (!previous) {
-          await sql.begin(async (tx) => {
-            await insertRevocation(tx, {
-              ...revocation,
-              tenant_id: actor.tenantId,
-              ca_id: ca.id,
-              listed_until: listedUntil,
-            })
-            if (stored) await markRevoked(tx, actor.tenantId, serial, now, reason)
+        // The first revocation of a serial stands (its time and reason, on the CRL and the
+        // certificate alike): concurrent or repeated revocations answer it and change nothing.
+        const first = await sql.begin(async (tx) => {
+          const inserted = await insertRevocation(tx, {
+            serial,
+            revoked_at: now,
+            reason,
+            tenant_id: actor.tenantId,
+            ca_id: ca.id,
+            listed_until: listedUntil,
           })
-        }
-        const answer: RevocationView = {
-          serial,
-          caId: ca.id,
-          revokedAt: revocation.revoked_at.toISOString(),
-          revocationReason: revocation.reason,
-          stored: stored !== undefined,
-        }
-        // At once, not at the next sweep: relying parties fetching the CRL now see it.
-        await deps.crls.publish(actor, ca)
+          if (inserted && stored) await markRevoked(tx, actor.tenantId, serial, now, reason)
+          return inserted
+        })
+        const revocation = first ? { revoked_at: now, reason } : (await getRevocation(sql, ca.id, serial))!
+        // At once, not at the next sweep: relying parties fetching the CRL now see it. A repeat
+        // rebuilds it only when an earlier build failed (the CA is still marked stale).
+        if (first || (await deps.cas.row(actor, caId)).crl_stale) await deps.crls.publish(actor, ca)
         return {
-          result: answer,
+          result: {
+            serial,
+            caId: ca.id,
+            revokedAt: revocation.revoked_at.toISOString(),
+            revocationReason: revocation.reason,
+            stored: stored !== undefined,
+          },
           record: {
-            action: target.action,
+            // A repeat is recorded, not metered: nothing was revoked.
+            action: first ? target.action : 'pki.certificate_revoke_repeated',
             keyId: ca.key_id,
             keyVersion: ca.key_version,
-            details: { caId: ca.id, serial, reason, stored: stored !== undefined },
+            details: { caId: ca.id, serial, reason: revocation.reason, stored: stored !== undefined },
           },
         }
       })

@@ -119,7 +119,11 @@ export const CreateCaBody = Type.Object(
       description:
         'root: self-signed; intermediate: signed by parentId, or by an outside CA (parentId absent)',
     }),
-    algorithm: Type.Optional(Type.Enum(CA_ALGORITHMS, { default: 'ML-DSA-65' })),
+    algorithm: Type.Optional(
+      Type.Enum(CA_ALGORITHMS, {
+        description: 'Default: ML-DSA-65, or the algorithm of the key keyId names',
+      }),
+    ),
     keyId: Type.Optional(
       Uuid('An existing Signing key of the tenant, not exportable (absent: a new key is generated)'),
     ),

@@ -1,4 +1,5 @@
 import type { Queryable, Sql } from '../data/database.ts'
+import type { NameConstraints } from './name-constraints.ts'
 
 /** Data access for X.509 CAs, their roles, certificates and revocations (migration 0036). */
 
@@ -16,7 +17,7 @@ export interface CaRow {
   subject_der: Buffer
   subject: Record<string, string>
   path_length: number | null
-  name_constraints: Record<string, string[]> | null
+  name_constraints: NameConstraints | null
   crl_urls: string[]
   issuer_urls: string[]
   certificate: Buffer | null
@@ -88,7 +89,7 @@ export async function insertCa(db: Queryable, row: NewCaRow): Promise<CaRow> {
       ...row,
       chain: storedChain(db, row.chain),
       subject: db.json(row.subject),
-      name_constraints: row.name_constraints ? db.json(row.name_constraints) : null,
+      name_constraints: row.name_constraints ? db.json(row.name_constraints as never) : null,
     } as never)}
     RETURNING *`
   return fromStored(inserted!)
