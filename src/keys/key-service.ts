@@ -197,12 +197,26 @@ interface LoadedKey {
 }
 
 /** A public-key-only key has no private key to generate: rotation and rotation policies refuse it. */
-export const publicOnlyRotation = () =>
-  new AppError(
-    409,
-    'public_key_only',
-    'A key imported without its private key cannot be rotated by generation',
-  )
+/**
+ * Refuses rotating a key that cannot be rotated by generation: a public-key-only key (no private
+ * key to replace), and a certificate authority's key, whose certificate certifies one version (a
+ * new version would sign nothing: a new key means a new CA).
+ */
+export function requireRotatable(row: KeyRow): void {
+  if (row.public_only)
+    throw new AppError(
+      409,
+      'public_key_only',
+      'A key imported without its private key cannot be rotated by generation',
+    )
+  if (row.reserved_for)
+    throw new AppError(
+      409,
+      'key_reserved',
+      'This key signs for a certificate authority, whose certificate certifies this key: create a new CA instead of rotating it',
+      { reservedFor: row.reserved_for },
+    )
+}
 
 /** 409: the key signs for a certificate authority, through it alone (docs/pki.md). */
 export const keyReserved = (issuer: KeyIssuer) =>
@@ -789,7 +803,7 @@ export function createKeyService(deps: {
     async rotate(actor, id) {
       const loaded = await load(actor, id)
       requireState(loaded.state, ['Active'], 'rotate')
-      if (loaded.row.public_only) throw publicOnlyRotation()
+      requireRotatable(loaded.row)
       const material = await generate(actor.tenantId, algorithmByName(loaded.row.algorithm as AlgorithmName))
       try {
         return await transition(actor, loaded, 'keys.rotate', async (locked, lockedState, tx, now) => {

@@ -16,7 +16,7 @@ import {
   CA_NAME_CONSTRAINT,
   type CaRow,
   caNameTaken,
-  countIssued,
+  claimUrls,
   crlsDue,
   getCa,
   getPublicCa,
@@ -44,7 +44,7 @@ interface CaView {
   id: string
   name: string
   type: 'root' | 'intermediate'
-  status: 'pending' | 'active'
+  status: 'pending' | 'active' | 'revoked'
   parentId: string | null
   keyId: string
   keyVersion: number
@@ -59,7 +59,8 @@ interface CaView {
   csr: string | null
   notBefore: string | null
   notAfter: string | null
-  issuedCount: number
+  /** The first certificate it signed: from then on its CRL and issuer URLs are fixed. */
+  firstIssuedAt: string | null
   createdAt: string
   updatedAt: string
 }
@@ -84,7 +85,7 @@ function caView(row: CaRow): CaView {
     csr: row.csr ? toPem(row.csr, 'CERTIFICATE REQUEST') : null,
     notBefore: row.not_before?.toISOString() ?? null,
     notAfter: row.not_after?.toISOString() ?? null,
-    issuedCount: Number(row.issued_count),
+    firstIssuedAt: row.first_issued_at?.toISOString() ?? null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   }
@@ -96,6 +97,20 @@ export function randomSerial(): Buffer {
   serial[0]! &= 0x7f
   if (serial[0] === 0) serial[0] = 1
   return serial
+}
+
+/** The role name under which a parent records the intermediate certificates it signed. */
+export const INTERMEDIATE_ROLE = 'intermediate-ca'
+
+/** 409 unless the CA can issue: active (not pending, not revoked by its parent). */
+export function requireIssuing(ca: CaRow): asserts ca is CaRow & { certificate: Buffer; not_after: Date } {
+  if (ca.status === 'revoked')
+    throw new AppError(
+      409,
+      'ca_revoked',
+      'The CA’s certificate was revoked by its parent: it issues nothing more',
+    )
+  if (ca.status !== 'active' || !ca.certificate || !ca.not_after) throw caPending()
 }
 
 const caNotFound = () => notFound('ca_not_found', 'Certificate authority')
@@ -276,7 +291,7 @@ export function createCaService(deps: {
   ): Promise<CaRow> {
     const parent = await getCa(sql, actor.tenantId, parentId)
     if (!parent) throw notFound('ca_not_found', 'Parent CA')
-    if (parent.status !== 'active' || !parent.certificate || !parent.not_after) throw caPending()
+    requireIssuing(parent)
     if (parent.path_length === 0)
       throw new AppError(409, 'path_length_exceeded', 'The parent CA has pathLength 0: it may not sign CAs')
     if (parent.path_length !== null && pathLength !== undefined && pathLength >= parent.path_length)
@@ -308,7 +323,8 @@ export function createCaService(deps: {
     },
 
     async refreshCrls(sweepId, limit = 100) {
-      const due = await crlsDue(sql, new Date(clock.now().getTime() + CRL_REFRESH_BEFORE_MS), limit)
+      const now = clock.now()
+      const due = await crlsDue(sql, now, new Date(now.getTime() + CRL_REFRESH_BEFORE_MS), limit)
       let rebuilt = 0
       let failed = 0
       for (const { id, tenant_id } of due) {
@@ -381,6 +397,7 @@ export function createCaService(deps: {
             csr,
             not_before: null,
             not_after: null,
+            serial: null,
           }),
         )
       } else {
@@ -403,7 +420,8 @@ export function createCaService(deps: {
             lifetime: validity,
             pathLength,
             nameConstraints: input.nameConstraints,
-            parent,
+            // The URLs the parent's certificates carry, fixed from its first issuance on.
+            parent: parent ? { ...parent, ...(await claimUrls(sql, parent, now)) } : null,
           })
           return {
             result: der,
@@ -426,6 +444,7 @@ export function createCaService(deps: {
                 csr: null,
                 not_before: validity.notBefore,
                 not_after: validity.notAfter,
+                serial: parent ? serial.toString('hex') : null,
               })
               if (parent) {
                 // The parent's record of what it signed: revocable by serial like any certificate.
@@ -433,7 +452,7 @@ export function createCaService(deps: {
                   tenant_id: actor.tenantId,
                   serial: serial.toString('hex'),
                   ca_id: parent.id,
-                  role: 'intermediate-ca',
+                  role: INTERMEDIATE_ROLE,
                   common_name: input.subject.commonName,
                   alt_names: { dns: [], ip: [] },
                   key_algorithm: key.algorithm,
@@ -445,7 +464,6 @@ export function createCaService(deps: {
                   created_at: now,
                   created_by: actor.actor,
                 })
-                await countIssued(tx, parent.id)
               }
               return created
             }) as Promise<CaRow>,
@@ -488,7 +506,7 @@ export function createCaService(deps: {
         throw new AppError(
           409,
           'ca_in_use',
-          `The CA has issued ${ca.issued_count} certificates: the URLs they carry can no longer change`,
+          `The CA has issued certificates (the first at ${ca.first_issued_at?.toISOString()}): the URLs they carry can no longer change`,
         )
       await audit.record({ ...actor, action: 'pki.ca_update', resource: `ca:${id}`, outcome: 'success' })
       return caView(updated)

@@ -6,7 +6,14 @@ import type { CryptoPool } from '../crypto-pool/crypto-pool.ts'
 import type { Sql } from '../data/database.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, notFound } from '../platform/errors.ts'
-import { BACKDATE_MS, type CaService, caPending, randomSerial } from './ca-service.ts'
+import {
+  BACKDATE_MS,
+  type CaService,
+  caPending,
+  INTERMEDIATE_ROLE,
+  randomSerial,
+  requireIssuing,
+} from './ca-service.ts'
 import { type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
 import { CsrError, parseCsr } from './csr.ts'
 import { checkNameConstraints } from './name-constraints.ts'
@@ -20,13 +27,14 @@ import {
 import {
   type CaRow,
   type CertificateRow,
-  countIssued,
+  claimUrls,
   getCertificate,
   getRevocation,
   getRole,
   insertCertificate,
   insertRevocation,
   listCertificates,
+  markCaRevoked,
   markRevoked,
 } from './pki-store.ts'
 import {
@@ -224,7 +232,7 @@ export function createCertificateService(deps: {
         const ca = await deps.cas.row(actor, input.caId)
         target.keyId = ca.key_id
         target.keyVersion = ca.key_version
-        if (ca.status !== 'active' || !ca.certificate || !ca.not_after) throw caPending()
+        requireIssuing(ca)
         const now = clock.now()
         if (ca.not_after <= now) throw new AppError(409, 'ca_expired', 'The CA has expired')
         const roleRow = await getRole(sql, actor.tenantId, ca.id, input.role)
@@ -244,6 +252,7 @@ export function createCertificateService(deps: {
         const notBefore = new Date(now.getTime() - BACKDATE_MS)
         const notAfter = notAfterOf(ca, role, ttl, now)
         const serial = randomSerial()
+        const urls = await claimUrls(sql, ca, now)
         const signer = await deps.signer.open(actor, {
           keyId: ca.key_id,
           keyVersion: ca.key_version,
@@ -264,8 +273,8 @@ export function createCertificateService(deps: {
             subjectAltNames: { dns: names.dnsNames, ip: names.ipAddresses },
             subjectKeyIdentifier: keyIdentifierOf(key.spki),
             authorityKeyIdentifier: caKeyIdentifier(ca.certificate),
-            crlDistributionPoints: ca.crl_urls,
-            authorityInfoAccess: { caIssuers: ca.issuer_urls },
+            crlDistributionPoints: urls.crl_urls,
+            authorityInfoAccess: { caIssuers: urls.issuer_urls },
           },
           (tbs) => signer.sign(tbs),
         )
@@ -285,10 +294,7 @@ export function createCertificateService(deps: {
           created_at: now,
           created_by: actor.actor,
         }
-        await sql.begin(async (tx) => {
-          if (!role.noStore) await insertCertificate(tx, row)
-          await countIssued(tx, ca.id)
-        })
+        if (!role.noStore) await insertCertificate(sql, row)
         const issued: IssuedCertificate = {
           ...view(row, now),
           stored: !role.noStore,
@@ -364,6 +370,8 @@ export function createCertificateService(deps: {
             listed_until: listedUntil,
           })
           if (inserted && stored) await markRevoked(tx, actor.tenantId, serial, now, reason)
+          // An intermediate of the tenant whose certificate this is stops issuing.
+          if (inserted && stored?.role === INTERMEDIATE_ROLE) await markCaRevoked(tx, ca.id, serial, now)
           return inserted
         })
         const revocation = first ? { revoked_at: now, reason } : (await getRevocation(sql, ca.id, serial))!

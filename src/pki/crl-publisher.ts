@@ -10,6 +10,8 @@ const HOUR = 3_600_000
 /** A CRL is valid 72 hours; the job process rebuilds it 12 hours before it ends (Vault's practice). */
 const CRL_LIFETIME_MS = 72 * HOUR
 export const CRL_REFRESH_BEFORE_MS = 12 * HOUR
+/** A CA whose CRL build failed is tried again after this long (its key revoked, the pool busy). */
+const CRL_RETRY_MS = HOUR
 
 /** The key identifier a CA's certificates carry as their authority key identifier. */
 export function caKeyIdentifier(certificate: Buffer): Buffer {
@@ -59,7 +61,7 @@ export function createCrlPublisher(deps: { sql: Sql; signer: IssuerSigner; clock
         await storeCrl(deps.sql, ca.id, { der, number: crlNumber, nextUpdate })
         return der
       } catch (error) {
-        await markCrlStale(deps.sql, ca.id)
+        await markCrlStale(deps.sql, ca.id, new Date(now.getTime() + CRL_RETRY_MS))
         throw error
       }
     },

@@ -194,7 +194,9 @@ export const CaSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
   type: Type.Enum(['root', 'intermediate']),
-  status: Type.Enum(['pending', 'active'], { description: 'pending: waiting for its certificate' }),
+  status: Type.Enum(['pending', 'active', 'revoked'], {
+    description: 'pending: waiting for its certificate; revoked: its parent revoked its certificate',
+  }),
   parentId: Type.Union([Type.String(), Type.Null()]),
   keyId: Type.String(),
   keyVersion: Type.Integer(),
@@ -216,7 +218,9 @@ export const CaSchema = Type.Object({
   csr: Type.Union([Pem('PEM, while pending'), Type.Null()]),
   notBefore: Type.Union([Type.String(), Type.Null()]),
   notAfter: Type.Union([Type.String(), Type.Null()]),
-  issuedCount: Type.Integer(),
+  firstIssuedAt: Type.Union([Type.String(), Type.Null()], {
+    description: 'The first certificate it signed: from then on its CRL and issuer URLs are fixed',
+  }),
   createdAt: Type.String(),
   updatedAt: Type.String(),
 })

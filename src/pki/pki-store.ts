@@ -9,7 +9,7 @@ export interface CaRow {
   tenant_id: string
   name: string
   kind: 'root' | 'intermediate'
-  status: 'pending' | 'active'
+  status: 'pending' | 'active' | 'revoked'
   parent_id: string | null
   key_id: string
   key_version: number
@@ -25,12 +25,13 @@ export interface CaRow {
   csr: Buffer | null
   not_before: Date | null
   not_after: Date | null
-  issued_count: string
+  serial: string | null
+  first_issued_at: Date | null
   crl_number: string
-  crl: Buffer | null
   crl_built_number: string
   crl_next_update: Date | null
   crl_stale: boolean
+  crl_retry_at: Date | null
   created_at: Date
   created_by: string
   updated_at: Date
@@ -73,8 +74,42 @@ export const ROLE_CONSTRAINT = 'certificate_roles_pkey'
 
 type NewCaRow = Omit<
   CaRow,
-  'issued_count' | 'crl_number' | 'crl' | 'crl_built_number' | 'crl_next_update' | 'crl_stale'
+  'first_issued_at' | 'crl_number' | 'crl_built_number' | 'crl_next_update' | 'crl_stale' | 'crl_retry_at'
 >
+
+/** Every column but the CRL, which grows with revocations and only the public route reads. */
+const CA_COLUMNS = [
+  'id',
+  'tenant_id',
+  'name',
+  'kind',
+  'status',
+  'parent_id',
+  'key_id',
+  'key_version',
+  'algorithm',
+  'subject_der',
+  'subject',
+  'path_length',
+  'name_constraints',
+  'crl_urls',
+  'issuer_urls',
+  'certificate',
+  'chain',
+  'csr',
+  'not_before',
+  'not_after',
+  'serial',
+  'first_issued_at',
+  'crl_number',
+  'crl_built_number',
+  'crl_next_update',
+  'crl_stale',
+  'crl_retry_at',
+  'created_at',
+  'created_by',
+  'updated_at',
+] as const
 
 type StoredCaRow = Omit<CaRow, 'chain'> & { chain: string[] }
 const fromStored = (row: StoredCaRow): CaRow => ({
@@ -91,13 +126,13 @@ export async function insertCa(db: Queryable, row: NewCaRow): Promise<CaRow> {
       subject: db.json(row.subject),
       name_constraints: row.name_constraints ? db.json(row.name_constraints as never) : null,
     } as never)}
-    RETURNING *`
+    RETURNING ${db(CA_COLUMNS)}`
   return fromStored(inserted!)
 }
 
 export async function getCa(db: Queryable, tenantId: string, id: string): Promise<CaRow | undefined> {
   const [row] = await db<StoredCaRow[]>`
-    SELECT * FROM certificate_authorities WHERE tenant_id = ${tenantId} AND id = ${id}`
+    SELECT ${db(CA_COLUMNS)} FROM certificate_authorities WHERE tenant_id = ${tenantId} AND id = ${id}`
   return row && fromStored(row)
 }
 
@@ -111,9 +146,9 @@ export async function caNameTaken(db: Queryable, tenantId: string, name: string)
 export async function getPublicCa(
   db: Queryable,
   id: string,
-): Promise<Pick<CaRow, 'certificate' | 'crl' | 'status'> | undefined> {
-  const [row] = await db<CaRow[]>`
-    SELECT certificate, crl, status FROM certificate_authorities WHERE id = ${id}`
+): Promise<{ certificate: Buffer | null; crl: Buffer | null } | undefined> {
+  const [row] = await db<{ certificate: Buffer | null; crl: Buffer | null }[]>`
+    SELECT certificate, crl FROM certificate_authorities WHERE id = ${id}`
   return row
 }
 
@@ -123,7 +158,7 @@ export async function listCas(
   page: { limit: number; offset: number },
 ): Promise<{ rows: CaRow[]; total: number }> {
   const rows = await db<StoredCaRow[]>`
-    SELECT * FROM certificate_authorities WHERE tenant_id = ${tenantId}
+    SELECT ${db(CA_COLUMNS)} FROM certificate_authorities WHERE tenant_id = ${tenantId}
     ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`
   const [count] = await db<{ n: string }[]>`
     SELECT count(*) AS n FROM certificate_authorities WHERE tenant_id = ${tenantId}`
@@ -156,14 +191,41 @@ export async function updateCa(
   const values = changes.chain ? { ...changes, chain: storedChain(db, changes.chain) } : changes
   const [row] = await db<StoredCaRow[]>`
     UPDATE certificate_authorities SET ${db(values as never)}
-    WHERE tenant_id = ${tenantId} AND id = ${id} ${onlyBeforeIssuance ? db`AND issued_count = 0` : db``}
-    RETURNING *`
+    WHERE tenant_id = ${tenantId} AND id = ${id} ${onlyBeforeIssuance ? db`AND first_issued_at IS NULL` : db``}
+    RETURNING ${db(CA_COLUMNS)}`
   return row && fromStored(row)
 }
 
-/** Counts one more certificate signed by the CA (the URLs are then fixed). */
-export async function countIssued(db: Queryable, caId: string): Promise<void> {
-  await db`UPDATE certificate_authorities SET issued_count = issued_count + 1 WHERE id = ${caId}`
+/**
+ * The URLs a certificate of the CA carries, fixed by its first issuance: the first marks the CA
+ * (taking its row's lock once) and reads them under that lock, so a concurrent change of the URLs
+ * either comes before (and is used) or after (and is refused); later issuances take no lock.
+ */
+export async function claimUrls(
+  db: Queryable,
+  ca: Pick<CaRow, 'id' | 'crl_urls' | 'issuer_urls' | 'first_issued_at'>,
+  now: Date,
+): Promise<Pick<CaRow, 'crl_urls' | 'issuer_urls'>> {
+  if (ca.first_issued_at) return ca
+  const [row] = await db<Pick<CaRow, 'crl_urls' | 'issuer_urls'>[]>`
+    UPDATE certificate_authorities SET first_issued_at = ${now}
+    WHERE id = ${ca.id} AND first_issued_at IS NULL RETURNING crl_urls, issuer_urls`
+  if (row) return row
+  const [fixed] = await db<Pick<CaRow, 'crl_urls' | 'issuer_urls'>[]>`
+    SELECT crl_urls, issuer_urls FROM certificate_authorities WHERE id = ${ca.id}`
+  return fixed!
+}
+
+/** A CA of the tenant whose certificate (signed by `parentId`) was revoked issues nothing more. */
+export async function markCaRevoked(
+  db: Queryable,
+  parentId: string,
+  serial: string,
+  now: Date,
+): Promise<void> {
+  await db`
+    UPDATE certificate_authorities SET status = 'revoked', updated_at = ${now}
+    WHERE parent_id = ${parentId} AND serial = ${serial}`
 }
 
 export async function insertRole(db: Queryable, row: RoleRow): Promise<RoleRow> {
@@ -275,8 +337,9 @@ export async function insertRevocation(
 ): Promise<boolean> {
   const inserted = await db`
     INSERT INTO certificate_revocations ${db(row as never)} ON CONFLICT DO NOTHING RETURNING serial`
+  if (inserted.length === 0) return false
   await db`UPDATE certificate_authorities SET crl_stale = true WHERE id = ${row.ca_id}`
-  return inserted.length > 0
+  return true
 }
 
 export async function markRevoked(
@@ -330,23 +393,29 @@ export async function storeCrl(
 ): Promise<void> {
   await db`
     UPDATE certificate_authorities
-    SET crl = ${crl.der}, crl_built_number = ${crl.number.toString()}, crl_next_update = ${crl.nextUpdate}
+    SET crl = ${crl.der}, crl_built_number = ${crl.number.toString()}, crl_next_update = ${crl.nextUpdate},
+      crl_retry_at = NULL
     WHERE id = ${caId} AND crl_built_number < ${crl.number.toString()}`
 }
 
-/** A build that failed: the next sweep tries again. */
-export async function markCrlStale(db: Queryable, caId: string): Promise<void> {
-  await db`UPDATE certificate_authorities SET crl_stale = true WHERE id = ${caId}`
+/** A build that failed: a sweep tries again from `retryAt`. */
+export async function markCrlStale(db: Queryable, caId: string, retryAt: Date): Promise<void> {
+  await db`UPDATE certificate_authorities SET crl_stale = true, crl_retry_at = ${retryAt} WHERE id = ${caId}`
 }
 
-/** Active CAs whose CRL is stale or ends before `horizon`, oldest first. */
+/**
+ * Active CAs whose CRL is stale or ends before `horizon`, soonest end first; a CA whose last build
+ * failed waits for its retry time.
+ */
 export async function crlsDue(
   db: Queryable,
+  now: Date,
   horizon: Date,
   limit: number,
 ): Promise<Array<Pick<CaRow, 'id' | 'tenant_id'>>> {
   return db<Array<Pick<CaRow, 'id' | 'tenant_id'>>>`
     SELECT id, tenant_id FROM certificate_authorities
-    WHERE status = 'active' AND (crl_stale OR crl_next_update IS NULL OR crl_next_update < ${horizon})
+    WHERE status = 'active' AND (crl_retry_at IS NULL OR crl_retry_at <= ${now})
+      AND (crl_stale OR crl_next_update IS NULL OR crl_next_update < ${horizon})
     ORDER BY crl_next_update NULLS FIRST LIMIT ${limit}`
 }

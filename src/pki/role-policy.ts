@@ -96,8 +96,11 @@ export function checkNames(role: RoleSettings, names: LeafNames): LeafNames {
     throw refused('no_names', 'A certificate needs a commonName, dnsNames or ipAddresses', 'commonName')
   if (commonName) checkDnsName(role, commonName.toLowerCase(), 'commonName')
   for (const name of dnsNames) checkDnsName(role, name, 'dnsNames')
+  // The common name goes in the SAN too (Vault's default): TLS clients read names from the SAN only.
+  const cn = commonName?.toLowerCase()
+  if (cn && !dnsNames.includes(cn)) dnsNames.unshift(cn)
   const ipAddresses: string[] = []
-  for (const ip of names.ipAddresses) {
+  for (const ip of new Set(names.ipAddresses)) {
     if (!role.allowIpSans)
       throw refused('ip_sans_not_allowed', `The role does not allow IP address SANs (${ip})`, 'ipAddresses')
     if (isIP(ip) === 0) throw refused('invalid_ip_address', `"${ip}" is not an IP address`, 'ipAddresses')

@@ -4,7 +4,7 @@ import type { Queryable, Sql } from '../data/database.ts'
 import type { AlgorithmName } from '../keys/algorithms.ts'
 import { resolveKeyRef } from '../keys/alias-refs.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
-import { type KeyService, publicOnlyRotation } from '../keys/key-service.ts'
+import { type KeyService, requireRotatable } from '../keys/key-service.ts'
 import { keyState, requireState } from '../keys/key-state.ts'
 import { getKey, type KeyRow, updateKey } from '../keys/key-store.ts'
 import { DestinationRefused, DestinationUnresolved } from '../outbound/destination.ts'
@@ -184,7 +184,7 @@ export function createRotationService(deps: {
         'keys.rotation_policy.set',
         async (tx, key, existing, now) => {
           requireState(keyState(key, now), ['Active'], 'set a rotation policy on')
-          if (key.public_only) throw publicOnlyRotation()
+          requireRotatable(key)
           const saved = await upsertPolicy(tx, {
             key_id: keyId,
             tenant_id: actor.tenantId,

@@ -511,13 +511,16 @@ describe('CA keys: only the tenant’s own non-exportable Signing keys, never ex
     assert.equal(ca.algorithm, 'Ed25519')
   })
 
-  test('the CA key rotated: the CA keeps signing with its pinned version; revoked: 409, never a 5xx', async () => {
+  test('the CA key cannot be rotated (its certificate certifies one version); revoked: 409, never a 5xx', async () => {
     const ca = await createCa(owner)
     const role = await createRole(ca.id, owner)
-    expectStatus(await call('POST', `/keys/${ca.keyId}/rotate`, {}, owner), 200, 'rotate the CA key')
+    const rotated = await call('POST', `/keys/${ca.keyId}/rotate`, {}, owner)
+    expectRefusal(rotated, 409, 'key_reserved', 'rotate the CA key')
+    const policy = await call('POST', `/keys/${ca.keyId}/rotation-policy`, { frequency: 'Yearly' }, owner)
+    expectRefusal(policy, 409, 'key_reserved', 'a rotation policy on the CA key')
     const leaf = await issue(ca.id, role, owner)
     const caCert = new X509Certificate(ca.certificate)
-    assert.ok(new X509Certificate(leaf.certificate).verify(caCert.publicKey), 'signed by the pinned version')
+    assert.ok(new X509Certificate(leaf.certificate).verify(caCert.publicKey), 'signed by the CA key')
     expectStatus(await call('POST', `/keys/${ca.keyId}/revoke`, {}, owner), 200, 'revoke the CA key')
     const res = await call('POST', '/certificates', { caId: ca.id, role, dnsNames: ['x.example.com'] }, owner)
     assert.ok(res.status === 409, `issuance on a revoked key: ${res.status} ${res.text}`)

@@ -13,7 +13,8 @@ CREATE TABLE certificate_authorities (
   -- root: self-signed; intermediate: signed by another CA of the tenant, or by an outside parent
   -- (status pending, with a CSR, until its certificate is imported).
   kind text NOT NULL CHECK (kind IN ('root', 'intermediate')),
-  status text NOT NULL CHECK (status IN ('pending', 'active')),
+  -- revoked: its parent (of the tenant) revoked its certificate; it issues nothing more.
+  status text NOT NULL CHECK (status IN ('pending', 'active', 'revoked')),
   parent_id uuid REFERENCES certificate_authorities (id),
   key_id uuid NOT NULL REFERENCES keys (id),
   key_version integer NOT NULL,
@@ -32,14 +33,20 @@ CREATE TABLE certificate_authorities (
   csr bytea,
   not_before timestamptz,
   not_after timestamptz,
-  -- Certificates signed so far: the URLs a certificate carries can change only before the first.
-  issued_count bigint NOT NULL DEFAULT 0,
+  -- The serial of its certificate (hex), when a CA of the tenant signed it.
+  serial text,
+  -- The first issuance: the URLs a certificate carries can change only before it. Set once (a
+  -- counter would make every issuance of the CA wait on this row's lock).
+  first_issued_at timestamptz,
   crl_number bigint NOT NULL DEFAULT 0,
   crl bytea,
   crl_built_number bigint NOT NULL DEFAULT 0,
   crl_next_update timestamptz,
   -- A revocation happened since the CRL was built: the next build is due at once.
   crl_stale boolean NOT NULL DEFAULT true,
+  -- A build failed (the key revoked, the pool busy): not tried again before this time, so that CAs
+  -- that cannot sign do not take every sweep's turn from the others.
+  crl_retry_at timestamptz,
   created_at timestamptz NOT NULL,
   created_by text NOT NULL,
   updated_at timestamptz NOT NULL,
