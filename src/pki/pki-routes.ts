@@ -141,6 +141,7 @@ export function pkiRoutes(deps: {
                 ? 'The CA’s current CRL (public, like the web’s): DER, or PEM with format=pem'
                 : 'The CA’s certificate (public: the AIA caIssuers URL): DER, or PEM with format=pem',
             operationId: what === 'crl' ? 'getCaCrl' : 'getCaCertificate',
+            security: [],
             params: IdParams,
             querystring: FormatQuery,
             response: {
