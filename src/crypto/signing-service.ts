@@ -97,7 +97,11 @@ export interface SigningService {
  * over a given digest (pure JS, tens of milliseconds cold). The hop costs ~0.1 ms. The rest (verify,
  * Ed25519, ECDSA, RSA-2048 signing) takes well under a millisecond and stays inline.
  */
-export function runsInPool(spec: NodeKeySpec, options: SignatureOptions, operation: 'sign' | 'verify'): boolean {
+export function runsInPool(
+  spec: NodeKeySpec,
+  options: SignatureOptions,
+  operation: 'sign' | 'verify',
+): boolean {
   if (spec.kind === 'ec') return options.messageType === 'DIGEST'
   if (operation === 'verify') return false
   switch (spec.kind) {

@@ -377,6 +377,288 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/cas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the tenant’s CAs */
+        get: operations["listCas"];
+        put?: never;
+        /** Create a root or intermediate CA on a key the service holds (never exported) */
+        post: operations["createCa"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One CA, with its certificate and chain (or its CSR while pending) */
+        get: operations["getCa"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change the CRL and issuing-certificate URLs (before the first issuance) */
+        patch: operations["updateCa"];
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/certificate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s certificate (public: the AIA caIssuers URL): DER, or PEM with format=pem */
+        get: operations["getCaCertificate"];
+        put?: never;
+        /** Import the certificate an outside parent issued for a pending intermediate */
+        post: operations["importCaCertificate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/crl": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s current CRL (public, like the web’s): DER, or PEM with format=pem */
+        get: operations["getCaCrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s roles */
+        get: operations["listCaRoles"];
+        put?: never;
+        /** Create a role: what the CA certifies when asked through it */
+        post: operations["createCaRole"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/roles/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One role */
+        get: operations["getCaRole"];
+        put?: never;
+        post?: never;
+        /** Delete a role */
+        delete: operations["deleteCaRole"];
+        options?: never;
+        head?: never;
+        /** Change a role (certificates already issued keep what they say) */
+        patch: operations["updateCaRole"];
+        trace?: never;
+    };
+    "/api/v1/certificates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List stored certificates (by CA, status, or ending soon) */
+        get: operations["listCertificates"];
+        put?: never;
+        /** Issue a certificate through a role: from a CSR, or with a key pair generated for it */
+        post: operations["issueCertificate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/certificates/{serial}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One stored certificate by serial (hex) */
+        get: operations["getCertificate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/certificates/{serial}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke a certificate (the CA’s CRL is rebuilt before the answer) */
+        post: operations["revokeCertificate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/ca": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant’s SSH CAs (a user CA and a host CA at most) */
+        get: operations["listSshCas"];
+        put?: never;
+        /** Create the tenant’s user or host CA, on a new key or an existing non-exportable Signing key */
+        post: operations["createSshCa"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/ca/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One SSH CA, with its public key as authorized_keys and known_hosts lines */
+        get: operations["getSshCa"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change a CA’s default and maximum certificate validity */
+        patch: operations["updateSshCa"];
+        trace?: never;
+    };
+    "/api/v1/ssh/ca/{id}/public-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s public key as one OpenSSH line, text/plain (public: no credential) */
+        get: operations["getSshCaPublicKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/ca/{id}/krl": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s key revocation list for sshd’s RevokedKeys, application/octet-stream (public) */
+        get: operations["getSshCaKrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/certificates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The certificates the tenant’s CAs issued, newest first; filters: caType, revoked, expiring */
+        get: operations["listSshCertificates"];
+        put?: never;
+        /** Sign a public key: an OpenSSH user or host certificate from the named CA */
+        post: operations["signSshCertificate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/certificates/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One certificate, with its -cert.pub line */
+        get: operations["getSshCertificate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh/certificates/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke a certificate: the CA’s KRL lists its serial until it expires */
+        post: operations["revokeSshCertificate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cloud-connections": {
         parameters: {
             query?: never;
@@ -2361,6 +2643,8 @@ export interface components {
             exportable: boolean;
             /** @description Imported without its private key: verify and encrypt work; sign, decrypt, unwrap, private export and rotation answer 409 public_key_only */
             publicOnly: boolean;
+            /** @description The certificate authority kind the key signs for, through it alone (/sign answers 409 key_reserved); null: an ordinary key */
+            reservedFor: ("pki" | "ssh") | null;
             /** @description Its aliases (alias/<name>), usable wherever the key id is; in alias order */
             aliases: string[];
             /**
@@ -2623,6 +2907,481 @@ export interface components {
              * @description When the policy last changed
              */
             updatedAt: string;
+        };
+        CreateCertificateAuthority: {
+            /** @description Unique within the tenant */
+            name: string;
+            /**
+             * @description root: self-signed; intermediate: signed by parentId, or by an outside CA (parentId absent)
+             * @enum {string}
+             */
+            type: "root" | "intermediate";
+            /**
+             * @description Default: ML-DSA-65, or the algorithm of the key keyId names
+             * @enum {string}
+             */
+            algorithm?: "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "SLH-DSA-128s" | "EC-P256" | "EC-P384" | "RSA-3072" | "RSA-4096" | "Ed25519";
+            /**
+             * Format: uuid
+             * @description An existing Signing key of the tenant, not exportable (absent: a new key is generated)
+             */
+            keyId?: string;
+            /**
+             * Format: uuid
+             * @description The CA of the tenant that signs this intermediate
+             */
+            parentId?: string;
+            subject: {
+                /** @description CN (RFC 5280 ub-common-name: 64) */
+                commonName: string;
+                /** @description O */
+                organization?: string;
+                /** @description OU */
+                organizationalUnit?: string;
+                /** @description C: ISO 3166 two letters */
+                country?: string;
+                /** @description ST */
+                state?: string;
+                /** @description L */
+                locality?: string;
+            };
+            /** @description Roots 730-3650 (default 3650); intermediates up to the parent end (default 1825) */
+            validityDays?: number;
+            /** @description CAs allowed below */
+            pathLength?: number;
+            /** @description Names the CA and those below it may certify (critical) */
+            nameConstraints?: {
+                permittedDnsDomains?: string[];
+                excludedDnsDomains?: string[];
+                permittedIpRanges?: string[];
+                excludedIpRanges?: string[];
+            };
+            /** @description Default: this service’s public CRL URL of the CA */
+            crlDistributionPoints?: string[];
+            /** @description AIA caIssuers; default: this service’s URL of the CA certificate */
+            issuingCertificateUrls?: string[];
+        };
+        CertificateAuthority: {
+            id: string;
+            name: string;
+            /** @enum {string} */
+            type: "root" | "intermediate";
+            /**
+             * @description pending: waiting for its certificate; revoked: its parent revoked its certificate
+             * @enum {string}
+             */
+            status: "pending" | "active" | "revoked";
+            parentId: string | null;
+            keyId: string;
+            keyVersion: number;
+            algorithm: string;
+            subject: {
+                commonName: string;
+                organization?: string;
+                organizationalUnit?: string;
+                country?: string;
+                state?: string;
+                locality?: string;
+            };
+            pathLength: number | null;
+            nameConstraints: {
+                permittedDnsDomains?: string[];
+                excludedDnsDomains?: string[];
+                permittedIpRanges?: string[];
+                excludedIpRanges?: string[];
+            } | null;
+            crlDistributionPoints: string[];
+            issuingCertificateUrls: string[];
+            certificate: string | null;
+            /** @description The certificates above this CA, issuer first */
+            chain: string[];
+            csr: string | null;
+            notBefore: string | null;
+            notAfter: string | null;
+            /** @description The first certificate it signed: from then on its CRL and issuer URLs are fixed */
+            firstIssuedAt: string | null;
+            createdAt: string;
+            updatedAt: string;
+        };
+        CertificateAuthorityList: {
+            data: components["schemas"]["CertificateAuthority"][];
+            total: number;
+            limit: number;
+            offset: number;
+        };
+        UpdateCertificateAuthority: {
+            /** @description Before the first certificate only */
+            crlDistributionPoints?: string[];
+            /** @description Before the first certificate only */
+            issuingCertificateUrls?: string[];
+        };
+        ImportCaCertificate: {
+            /** @description The PEM certificate the outside parent issued for the CA’s CSR */
+            certificate: string;
+            /** @description The parent’s chain, issuer first */
+            chain?: string[];
+        };
+        CreateCertificateRole: {
+            /** @description Letters, digits, . _ - */
+            name: string;
+            /** @description Domains names may be in (bare, subdomains or wildcards as allowed below) */
+            allowedDomains?: string[];
+            /** @description The allowed domain itself (default false) */
+            allowBareDomains?: boolean;
+            /** @description Names below an allowed domain (default false) */
+            allowSubdomains?: boolean;
+            /** @description Names like *.example.com (default false) */
+            allowWildcardCertificates?: boolean;
+            /** @description IP address SANs (default false) */
+            allowIpSans?: boolean;
+            /** @description Any name, the domain list ignored (default false) */
+            allowAnyName?: boolean;
+            /** @description Names must be valid hostnames (default true) */
+            enforceHostnames?: boolean;
+            /** @description Leaf key algorithms (default: all) */
+            allowedKeyAlgorithms?: ("EC-P256" | "EC-P384" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "Ed25519" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "EC-P521" | "SLH-DSA-128s")[];
+            keyUsage?: ("digitalSignature" | "contentCommitment" | "keyEncipherment" | "dataEncipherment" | "keyAgreement")[];
+            extKeyUsage?: ("serverAuth" | "clientAuth" | "codeSigning" | "emailProtection" | "timeStamping" | "ocspSigning")[];
+            /** @description Default leaf lifetime (30 days) */
+            ttlSeconds?: number;
+            /** @description Longest leaf lifetime (90 days) */
+            maxTtlSeconds?: number;
+            /**
+             * @description A leaf that would outlive the CA: refused (default) or cut to the CA’s end
+             * @enum {string}
+             */
+            notAfterBehavior?: "error" | "truncate";
+            /** @description Issue without keeping the certificate (revocation by serial still works) */
+            noStore?: boolean;
+        };
+        CertificateRole: {
+            name: string;
+            caId: string;
+            /** @description Domains names may be in (bare, subdomains or wildcards as allowed below) */
+            allowedDomains: string[];
+            /** @description The allowed domain itself (default false) */
+            allowBareDomains: boolean;
+            /** @description Names below an allowed domain (default false) */
+            allowSubdomains: boolean;
+            /** @description Names like *.example.com (default false) */
+            allowWildcardCertificates: boolean;
+            /** @description IP address SANs (default false) */
+            allowIpSans: boolean;
+            /** @description Any name, the domain list ignored (default false) */
+            allowAnyName: boolean;
+            /** @description Names must be valid hostnames (default true) */
+            enforceHostnames: boolean;
+            /** @description Leaf key algorithms (default: all) */
+            allowedKeyAlgorithms: ("EC-P256" | "EC-P384" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "Ed25519" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "EC-P521" | "SLH-DSA-128s")[];
+            keyUsage: ("digitalSignature" | "contentCommitment" | "keyEncipherment" | "dataEncipherment" | "keyAgreement")[];
+            extKeyUsage: ("serverAuth" | "clientAuth" | "codeSigning" | "emailProtection" | "timeStamping" | "ocspSigning")[];
+            /** @description Default leaf lifetime (30 days) */
+            ttlSeconds: number;
+            /** @description Longest leaf lifetime (90 days) */
+            maxTtlSeconds: number;
+            /**
+             * @description A leaf that would outlive the CA: refused (default) or cut to the CA’s end
+             * @enum {string}
+             */
+            notAfterBehavior: "error" | "truncate";
+            /** @description Issue without keeping the certificate (revocation by serial still works) */
+            noStore: boolean;
+            createdAt: string;
+            updatedAt: string;
+        };
+        CertificateRoleList: {
+            data: components["schemas"]["CertificateRole"][];
+        };
+        UpdateCertificateRole: {
+            /** @description Domains names may be in (bare, subdomains or wildcards as allowed below) */
+            allowedDomains?: string[];
+            /** @description The allowed domain itself (default false) */
+            allowBareDomains?: boolean;
+            /** @description Names below an allowed domain (default false) */
+            allowSubdomains?: boolean;
+            /** @description Names like *.example.com (default false) */
+            allowWildcardCertificates?: boolean;
+            /** @description IP address SANs (default false) */
+            allowIpSans?: boolean;
+            /** @description Any name, the domain list ignored (default false) */
+            allowAnyName?: boolean;
+            /** @description Names must be valid hostnames (default true) */
+            enforceHostnames?: boolean;
+            /** @description Leaf key algorithms (default: all) */
+            allowedKeyAlgorithms?: ("EC-P256" | "EC-P384" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "Ed25519" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024" | "EC-P521" | "SLH-DSA-128s")[];
+            keyUsage?: ("digitalSignature" | "contentCommitment" | "keyEncipherment" | "dataEncipherment" | "keyAgreement")[];
+            extKeyUsage?: ("serverAuth" | "clientAuth" | "codeSigning" | "emailProtection" | "timeStamping" | "ocspSigning")[];
+            /** @description Default leaf lifetime (30 days) */
+            ttlSeconds?: number;
+            /** @description Longest leaf lifetime (90 days) */
+            maxTtlSeconds?: number;
+            /**
+             * @description A leaf that would outlive the CA: refused (default) or cut to the CA’s end
+             * @enum {string}
+             */
+            notAfterBehavior?: "error" | "truncate";
+            /** @description Issue without keeping the certificate (revocation by serial still works) */
+            noStore?: boolean;
+        };
+        IssueCertificate: {
+            /**
+             * Format: uuid
+             * @description The issuing CA
+             */
+            caId: string;
+            /** @description Letters, digits, . _ - */
+            role: string;
+            /** @description A PKCS#10 request (PEM): its signature proves possession of the key */
+            csr?: string;
+            /**
+             * @description Without csr: the key pair the service generates (default EC-P256); ML-KEM needs this
+             * @enum {string}
+             */
+            keyAlgorithm?: "EC-P256" | "EC-P384" | "RSA-2048" | "RSA-3072" | "RSA-4096" | "Ed25519" | "ML-DSA-44" | "ML-DSA-65" | "ML-DSA-87" | "ML-KEM-512" | "ML-KEM-768" | "ML-KEM-1024";
+            /** @description CN; absent: the CSR’s */
+            commonName?: string;
+            dnsNames?: string[];
+            ipAddresses?: string[];
+            ttlSeconds?: number;
+        };
+        IssuedCertificate: {
+            /** @description Hex, lower case */
+            serial: string;
+            caId: string;
+            role: string;
+            commonName: string | null;
+            dnsNames: string[];
+            ipAddresses: string[];
+            keyAlgorithm: string;
+            notBefore: string;
+            notAfter: string;
+            /** @enum {string} */
+            status: "valid" | "revoked" | "expired";
+            revokedAt: string | null;
+            revocationReason: string | null;
+            /** @description PEM */
+            certificate: string;
+            createdAt: string;
+            /** @description false: the role said noStore */
+            stored: boolean;
+            /** @description PEM, the issuing CA first */
+            chain: string[];
+            /** @description PKCS#8 PEM of a generated key: shown once */
+            privateKey?: string;
+        };
+        Certificate: {
+            /** @description Hex, lower case */
+            serial: string;
+            caId: string;
+            role: string;
+            commonName: string | null;
+            dnsNames: string[];
+            ipAddresses: string[];
+            keyAlgorithm: string;
+            notBefore: string;
+            notAfter: string;
+            /** @enum {string} */
+            status: "valid" | "revoked" | "expired";
+            revokedAt: string | null;
+            revocationReason: string | null;
+            /** @description PEM */
+            certificate: string;
+            createdAt: string;
+        };
+        CertificateList: {
+            data: components["schemas"]["Certificate"][];
+            total: number;
+            limit: number;
+            offset: number;
+        };
+        RevokeCertificate: {
+            /**
+             * @default unspecified
+             * @enum {string}
+             */
+            reason?: "unspecified" | "keyCompromise" | "caCompromise" | "affiliationChanged" | "superseded" | "cessationOfOperation" | "privilegeWithdrawn";
+            /**
+             * Format: uuid
+             * @description Needed for a certificate the service did not store (noStore)
+             */
+            caId?: string;
+        };
+        CertificateRevocation: {
+            serial: string;
+            caId: string;
+            revokedAt: string;
+            revocationReason: string;
+            /** @description false: issued under a noStore role (the CRL lists it all the same) */
+            stored: boolean;
+        };
+        CreateSshCaRequest: {
+            /**
+             * @description user: certificates for logging in to hosts; host: certificates hosts present to clients
+             * @enum {string}
+             */
+            type: "user" | "host";
+            /**
+             * @description The algorithm of the key generated for the CA (default Ed25519); not with keyId
+             * @enum {string}
+             */
+            algorithm?: "Ed25519" | "EC-P256" | "EC-P384" | "EC-P521" | "RSA-2048" | "RSA-3072" | "RSA-4096";
+            /**
+             * Format: uuid
+             * @description An existing Signing key of the tenant to sign with instead of a new one: not exportable, of one of the CA algorithms; its current version is pinned
+             */
+            keyId?: string;
+            /** @description Validity of a certificate whose request names none (user 57600, host 2592000 by default) */
+            defaultValiditySeconds?: number;
+            /** @description The longest validity a request may ask for (user at most and by default 86400, host 6048000) */
+            maxValiditySeconds?: number;
+        };
+        /** SshCa */
+        SshCaView: {
+            /**
+             * Format: uuid
+             * @description CA id: the public key and KRL URLs name it
+             */
+            id: string;
+            /**
+             * @description user: certificates for logging in to hosts; host: certificates hosts present to clients
+             * @enum {string}
+             */
+            type: "user" | "host";
+            /**
+             * Format: uuid
+             * @description The tenant key the CA signs with
+             */
+            keyId: string;
+            /** @description The pinned version of that key */
+            keyVersion: number;
+            /** @enum {string} */
+            algorithm: "Ed25519" | "EC-P256" | "EC-P384" | "EC-P521" | "RSA-2048" | "RSA-3072" | "RSA-4096";
+            /** @description ssh-ed25519, ecdsa-sha2-nistp256/384/521 or rsa-sha2-256 */
+            signatureAlgorithm: string;
+            /** @description The CA key as one OpenSSH line (TrustedUserCAKeys, ssh-keygen -Q -s) */
+            publicKey: string;
+            /** @description SHA256 fingerprint, as ssh-keygen -l prints it */
+            fingerprint: string;
+            /** @description User CA: `cert-authority <key>` for a user’s authorized_keys; null for a host CA */
+            authorizedKeysLine: string | null;
+            /** @description Host CA: `@cert-authority * <key>` for known_hosts; null for a user CA */
+            knownHostsLine: string | null;
+            defaultValiditySeconds: number;
+            maxValiditySeconds: number;
+            /** @description Path of the public key as text/plain (no credential) */
+            publicKeyUrl: string;
+            /** @description Path of the KRL for sshd’s RevokedKeys (no credential) */
+            krlUrl: string;
+            /**
+             * Format: date-time
+             * @description Creation time
+             */
+            createdAt: string;
+            createdBy: string;
+            /**
+             * Format: date-time
+             * @description Last change of the settings
+             */
+            updatedAt: string;
+            updatedBy: string;
+        };
+        SshCaList: {
+            /** @description The tenant’s user and host CAs (at most one of each) */
+            data: components["schemas"]["SshCaView"][];
+        };
+        UpdateSshCaRequest: {
+            /** @description Validity of a certificate whose request names none */
+            defaultValiditySeconds?: number;
+            /** @description The longest validity a request may ask for */
+            maxValiditySeconds?: number;
+        };
+        SignSshCertificateRequest: {
+            /**
+             * Format: uuid
+             * @description The CA that signs: its type is the certificate’s
+             */
+            caId: string;
+            /** @description The key to certify as an OpenSSH line (the .pub file): ssh-ed25519, ecdsa-sha2-nistp256/384/521, or ssh-rsa of 2048 bits or more */
+            publicKey: string;
+            /** @description At least one: the users (or host names) the certificate is valid for */
+            principals: string[];
+            /** @description The certificate’s key ID, which sshd logs (default: the certificate’s id in the service) */
+            keyId?: string;
+            /** @description From now (the certificate starts 5 minutes earlier); default and maximum are the CA’s */
+            validitySeconds?: number;
+            /** @description User certificates only */
+            criticalOptions?: {
+                /** @description force-command: the only command the certificate runs */
+                forceCommand?: string;
+                /** @description source-address: comma-separated CIDR blocks the client must connect from */
+                sourceAddress?: string;
+            };
+            /** @description User certificates only; default [permit-pty]; [] for none */
+            extensions?: ("permit-X11-forwarding" | "permit-agent-forwarding" | "permit-port-forwarding" | "permit-pty" | "permit-user-rc")[];
+        };
+        /** SshCertificate */
+        SshCertificateView: {
+            /**
+             * Format: uuid
+             * @description Certificate id
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The CA that signed it
+             */
+            caId: string;
+            /**
+             * @description user: certificates for logging in to hosts; host: certificates hosts present to clients
+             * @enum {string}
+             */
+            type: "user" | "host";
+            /** @description The 64-bit serial, in decimal (as ssh-keygen -L prints it) */
+            serial: string;
+            /** @description The certificate’s key ID */
+            keyId: string;
+            principals: string[];
+            /**
+             * Format: date-time
+             * @description Start of validity
+             */
+            validAfter: string;
+            /**
+             * Format: date-time
+             * @description End of validity
+             */
+            validBefore: string;
+            /** @description Type of the certified key, e.g. ssh-ed25519 */
+            publicKeyType: string;
+            /** @description SHA256 fingerprint of the certified key */
+            publicKeyFingerprint: string;
+            criticalOptions: {
+                forceCommand?: string;
+                sourceAddress?: string;
+            };
+            extensions: string[];
+            /** @description The certificate as one line: save it as <key>-cert.pub */
+            certificate: string;
+            /** @enum {string} */
+            status: "valid" | "expired" | "revoked";
+            revokedAt: string | null;
+            revocationReason: string | null;
+            /**
+             * Format: date-time
+             * @description Issue time
+             */
+            createdAt: string;
+            createdBy: string;
+        };
+        SshCertificateList: {
+            data: components["schemas"]["SshCertificateView"][];
+            total: number;
+            limit: number;
+            offset: number;
+        };
+        RevokeSshCertificateRequest: {
+            /** @description Why (kept with the certificate and in no KRL) */
+            reason?: string;
         };
         CreateCloudConnection: {
             /** @description A name for people, unique in the tenant */
@@ -4827,6 +5586,11 @@ export interface components {
                     generate_data_key: number;
                     wrap: number;
                     unwrap: number;
+                    re_encrypt: number;
+                    certificate_issue: number;
+                    certificate_revoke: number;
+                    ssh_certificate_issue: number;
+                    ssh_certificate_revoke: number;
                 };
                 totalOperations: number;
                 operationsQuota: number | null;
@@ -7960,6 +8724,2566 @@ export interface operations {
                      * @example {
                      *       "error": "key_not_found",
                      *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listCas: {
+        parameters: {
+            query: {
+                /** @description Items per page */
+                limit: number;
+                /** @description Items to skip */
+                offset: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateAuthorityList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "root-2026",
+                 *       "type": "root",
+                 *       "algorithm": "ML-DSA-65",
+                 *       "subject": {
+                 *         "commonName": "Example Root CA",
+                 *         "organization": "Example"
+                 *       },
+                 *       "pathLength": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateCertificateAuthority"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateAuthority"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateAuthority"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    updateCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "crlDistributionPoints": [
+                 *         "https://pki.example.com/crl/root-2026.crl"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateCertificateAuthority"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateAuthority"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCaCertificate: {
+        parameters: {
+            query?: {
+                format?: "der" | "pem";
+            };
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description application/pkix-cert, or PEM */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    importCaCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "certificate": "-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-----\n"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ImportCaCertificate"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateAuthority"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCaCrl: {
+        parameters: {
+            query?: {
+                format?: "der" | "pem";
+            };
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description application/pkix-crl, or PEM */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listCaRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateRoleList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createCaRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web",
+                 *       "allowedDomains": [
+                 *         "example.com"
+                 *       ],
+                 *       "allowSubdomains": true,
+                 *       "maxTtlSeconds": 7776000
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateCertificateRole"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateRole"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCaRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description CA id */
+                id: string;
+                /** @description Letters, digits, . _ - */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateRole"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteCaRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description CA id */
+                id: string;
+                /** @description Letters, digits, . _ - */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    updateCaRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description CA id */
+                id: string;
+                /** @description Letters, digits, . _ - */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "allowWildcardCertificates": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateCertificateRole"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateRole"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listCertificates: {
+        parameters: {
+            query: {
+                /** @description Issued by this CA */
+                caId?: string;
+                status?: "valid" | "revoked" | "expired";
+                /** @description Valid and ending within this many days */
+                expiringWithinDays?: number;
+                /** @description Items per page */
+                limit: number;
+                /** @description Items to skip */
+                offset: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    issueCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "caId": "7d0c8d1e-9f57-4c4e-9f6a-2f3c1f0c8b11",
+                 *       "role": "web",
+                 *       "dnsNames": [
+                 *         "api.example.com"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["IssueCertificate"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedCertificate"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests (rate_limited); Retry-After says when to try again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "crypto_busy",
+                     *       "message": "Too many cryptographic operations of this tenant are waiting (64); retry shortly",
+                     *       "retryAfterSeconds": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A dependency needed to perform and audit the operation is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "audit_unavailable",
+                     *       "message": "The audit log cannot be written; the operation was not performed"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Hex, with or without colons */
+                serial: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Certificate"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revokeCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Hex, with or without colons */
+                serial: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "keyCompromise"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RevokeCertificate"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CertificateRevocation"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests (rate_limited); Retry-After says when to try again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "crypto_busy",
+                     *       "message": "Too many cryptographic operations of this tenant are waiting (64); retry shortly",
+                     *       "retryAfterSeconds": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A dependency needed to perform and audit the operation is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "audit_unavailable",
+                     *       "message": "The audit log cannot be written; the operation was not performed"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listSshCas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCaList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createSshCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "user",
+                 *       "algorithm": "Ed25519"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateSshCaRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCaView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSshCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCaView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    updateSshCa: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "defaultValiditySeconds": 28800,
+                 *       "maxValiditySeconds": 43200
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateSshCaRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCaView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSshCaPublicKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/plain: `<type> <base64> <comment>` and a newline */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSshCaKrl: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description application/octet-stream: an OpenSSH KRL (PROTOCOL.krl) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listSshCertificates: {
+        parameters: {
+            query: {
+                /** @description user: certificates for logging in to hosts; host: certificates hosts present to clients */
+                caType?: "user" | "host";
+                /** @description Only revoked (true) or only unrevoked (false) certificates */
+                revoked?: boolean;
+                /** @description Only certificates valid now, not revoked, whose validity ends within this many hours */
+                expiringWithinHours?: number;
+                /** @description Items per page */
+                limit: number;
+                /** @description Items to skip */
+                offset: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCertificateList"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    signSshCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "caId": "8a7c3f52-1f0e-4a57-9b4e-2f1d6c9e0b31",
+                 *       "publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPv0qvg/4Y5FP+RupvaGoibT0Ygx+B1iD/hO8eYwpGiu alice@laptop",
+                 *       "principals": [
+                 *         "alice"
+                 *       ],
+                 *       "validitySeconds": 28800,
+                 *       "extensions": [
+                 *         "permit-pty",
+                 *         "permit-agent-forwarding"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["SignSshCertificateRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCertificateView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSshCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCertificateView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revokeSshCertificate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "laptop lost"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RevokeSshCertificateRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshCertificateView"];
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the scope (insufficient_scope) or the role (forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "insufficient_scope",
+                     *       "message": "This API key lacks the scope keys:write",
+                     *       "requiredScope": "keys:write"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or belongs to another tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_not_found",
+                     *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "key_state_conflict",
+                     *       "message": "A key in state Revoked cannot be used to encrypt",
+                     *       "state": "Revoked"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorResponse"];
