@@ -1,11 +1,10 @@
 import { randomBytes, randomUUID, X509Certificate } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
-import { restrictionAllows } from '../auth/key-restriction.ts'
 import type { Actor } from '../auth/request-context.ts'
 import type { IssuerKey, IssuerSigner } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
 import type { Sql } from '../data/database.ts'
-import type { KeyService, KeyView } from '../keys/key-service.ts'
+import { type KeyService, type KeyView, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { CRL_REFRESH_BEFORE_MS, type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
@@ -35,6 +34,7 @@ import {
   parseCertificate,
   toPem,
 } from './x509.ts'
+import { encodeSubtrees } from './x509-names.ts'
 
 const DAY_MS = 86_400_000
 /** notBefore is set this far back, for clients whose clocks run a little late (Vault's practice). */
@@ -100,6 +100,40 @@ export function randomSerial(): Buffer {
 }
 
 /** The role name under which a parent records the intermediate certificates it signed. */
+/**
+ * 403 when the caller's API-key restriction could never let it sign with the CA's key: other
+ * operations than sign, or (for a key made for the CA) a list of named keys the new one is not in.
+ */
+function requireSignAllowed(actor: Actor, keyId: string | undefined): void {
+  const restriction = actor.keyRestriction
+  if (!restriction) return
+  if (restriction.operations && !restriction.operations.includes('sign'))
+    throw new AppError(
+      403,
+      'operation_not_allowed',
+      'This API key is restricted to other operations than sign',
+      {
+        operation: 'sign',
+      },
+    )
+  if (!keyId && restriction.keys)
+    throw new AppError(
+      403,
+      'key_not_allowed',
+      'This API key is restricted to named keys: a key made for the CA would not be one of them; pass keyId',
+    )
+}
+
+/** The name constraints' bases encode (DNS names, CIDR ranges), checked before any key is touched. */
+function checkNameConstraintsEncoding(constraints: CreateCaBody['nameConstraints']): void {
+  if (!constraints) return
+  encodeSubtrees(constraints.permittedDnsDomains, constraints.permittedIpRanges, 'nameConstraints.permitted')
+  encodeSubtrees(constraints.excludedDnsDomains, constraints.excludedIpRanges, 'nameConstraints.excluded')
+}
+
+/** The shortest deletion window (keys domain): a key made for a CA that was then refused goes. */
+const MIN_DELETION_DAYS = 7
+
 export const INTERMEDIATE_ROLE = 'intermediate-ca'
 
 /** 409 unless the CA can issue: active (not pending, not revoked by its parent). */
@@ -120,7 +154,12 @@ export const caPending = () =>
   new AppError(409, 'ca_pending', 'The CA has no certificate yet: import the one its parent issued first')
 
 export interface CaService {
-  create(actor: Actor, input: CreateCaBody): Promise<CaView>
+  /** `caller.missingForExistingKey`: the scopes a CA on `keyId` needs besides certificates:write. */
+  create(
+    actor: Actor,
+    input: CreateCaBody,
+    caller: { missingForExistingKey: readonly string[] },
+  ): Promise<CaView>
   list(actor: Actor, page: { limit: number; offset: number }): Promise<{ data: CaView[]; total: number }>
   get(actor: Actor, id: string): Promise<CaView>
   /** The CA row, for the certificate service (404 for another tenant's). */
@@ -151,7 +190,7 @@ export interface CaService {
 export function createCaService(deps: {
   sql: Sql
   audit: AuditLog
-  keys: Pick<KeyService, 'create' | 'get' | 'reserve'>
+  keys: Pick<KeyService, 'create' | 'get' | 'reserve' | 'release' | 'scheduleDeletion'>
   signer: IssuerSigner
   crls: CrlPublisher
   clock: Clock
@@ -167,21 +206,15 @@ export function createCaService(deps: {
   }
 
   /** The CA's key: the one the caller names (checked) or a new one, never exportable. */
-  async function caKey(actor: Actor, input: CreateCaBody): Promise<KeyView> {
+  /** The CA's key: the one the caller names (checked, then reserved) or a new one, never exportable. */
+  async function caKey(actor: Actor, input: CreateCaBody, caId: string): Promise<KeyView> {
     if (!input.keyId) {
-      // A key restricted to named keys or to other operations could never sign with a new key:
-      // refused before the key is made, so a refusal leaves nothing behind.
-      if (!restrictionAllows(actor.keyRestriction, { id: '', aliases: [] }, 'sign'))
-        throw new AppError(
-          403,
-          'key_not_allowed',
-          'This API key is restricted to named keys or to other operations: it cannot create a CA with a new key',
-        )
       return deps.keys.create(
         actor,
         {
-          name: `pki-ca-${input.name}`,
-          description: `Key of the certificate authority ${input.name}`,
+          // The CA's id in the name: a key name stays taken for good, even once the key is gone.
+          name: `pki-ca-${input.name}-${caId.slice(0, 8)}`,
+          description: `Key of the certificate authority ${input.name} (${caId})`,
           keyType: 'Signing',
           algorithm: input.algorithm ?? 'ML-DSA-65',
           labels: ['pki-ca'],
@@ -300,6 +333,130 @@ export function createCaService(deps: {
     return parent
   }
 
+  /** Signs and stores a CA on its (new or reserved) key: its certificate, or its CSR while pending. */
+  async function createOnKey(
+    actor: Actor,
+    input: CreateCaBody,
+    context: {
+      id: string
+      keyView: KeyView
+      subjectDer: Buffer
+      parent: CaRow | null
+      parentKey: IssuerKey | null
+      validity: { notBefore: Date; notAfter: Date }
+      now: Date
+    },
+  ): Promise<CaRow> {
+    const { id, keyView, subjectDer, parent, parentKey, validity, now } = context
+    const key = await deps.signer.open(actor, {
+      keyId: keyView.id,
+      keyVersion: keyView.version,
+      issuer: 'pki',
+    })
+    const spki = key.publicKey.export({ type: 'spki', format: 'der' })
+    const base = deps.publicUrl()
+    const pathLength = input.pathLength ?? (parent?.path_length != null ? parent.path_length - 1 : undefined)
+    const common = {
+      id,
+      tenant_id: actor.tenantId,
+      name: input.name,
+      kind: input.type,
+      parent_id: parent?.id ?? null,
+      key_id: key.keyId,
+      key_version: key.keyVersion,
+      algorithm: key.algorithm,
+      subject_der: subjectDer,
+      subject: input.subject as Record<string, string>,
+      path_length: pathLength ?? null,
+      name_constraints: input.nameConstraints ?? null,
+      crl_urls: input.crlDistributionPoints ?? [`${base}/api/v1/cas/${id}/crl`],
+      issuer_urls: input.issuingCertificateUrls ?? [`${base}/api/v1/cas/${id}/certificate`],
+      created_at: now,
+      created_by: actor.actor,
+      updated_at: now,
+    }
+    let inserted: CaRow
+    if (input.type === 'intermediate' && !parent) {
+      // An outside parent: a CSR signed by the CA's key; the CA waits for its certificate.
+      const csr = await buildCsr(subjectDer, spki, key.algorithm as IssuerAlgorithm, (info) => key.sign(info))
+      inserted = await insertOnce(() =>
+        insertCa(sql, {
+          ...common,
+          status: 'pending',
+          certificate: null,
+          chain: [],
+          csr,
+          not_before: null,
+          not_after: null,
+          serial: null,
+        }),
+      )
+    } else {
+      const serial = randomSerial()
+      const signingKey = parentKey ?? key
+      const target: AuditTarget = { action: 'crypto.certificate_issue', keyId: signingKey.keyId }
+      const certificate = await auditedOperation(audit, actor, target, async () => {
+        const der = await signCaCertificate(signingKey, {
+          serial,
+          issuer: parent ? parent.subject_der : subjectDer,
+          subject: subjectDer,
+          spki,
+          authorityKeyIdentifier: parent ? caKeyIdentifier(parent.certificate!) : keyIdentifierOf(spki),
+          lifetime: validity,
+          pathLength,
+          nameConstraints: input.nameConstraints,
+          // The URLs the parent's certificates carry, fixed from its first issuance on.
+          parent: parent ? { ...parent, ...(await claimUrls(sql, parent, now)) } : null,
+        })
+        return {
+          result: der,
+          record: {
+            action: target.action,
+            keyId: signingKey.keyId,
+            keyVersion: signingKey.keyVersion,
+            details: { caId: parent?.id ?? id, serial: serial.toString('hex'), certifiesCa: id },
+          },
+        }
+      })
+      inserted = await insertOnce(
+        () =>
+          sql.begin(async (tx) => {
+            const created = await insertCa(tx, {
+              ...common,
+              status: 'active',
+              certificate,
+              chain: parent ? [parent.certificate!, ...parent.chain] : [],
+              csr: null,
+              not_before: validity.notBefore,
+              not_after: validity.notAfter,
+              serial: parent ? serial.toString('hex') : null,
+            })
+            if (parent) {
+              // The parent's record of what it signed: revocable by serial like any certificate.
+              await insertCertificate(tx, {
+                tenant_id: actor.tenantId,
+                serial: serial.toString('hex'),
+                ca_id: parent.id,
+                role: INTERMEDIATE_ROLE,
+                common_name: input.subject.commonName,
+                alt_names: { dns: [], ip: [] },
+                key_algorithm: key.algorithm,
+                der: certificate,
+                not_before: validity.notBefore,
+                not_after: validity.notAfter,
+                revoked_at: null,
+                revocation_reason: null,
+                created_at: now,
+                created_by: actor.actor,
+              })
+            }
+            return created
+          }) as Promise<CaRow>,
+      )
+    }
+    return inserted
+  }
+
   return {
     row,
 
@@ -343,139 +500,61 @@ export function createCaService(deps: {
       return { rebuilt, failed }
     },
 
-    async create(actor, input) {
+    async create(actor, input, caller) {
       const now = clock.now()
-      const parent = input.parentId ? await activeParent(actor, input.parentId, input.pathLength) : null
       if (input.type === 'root' && input.parentId)
         throw invalidField('parentId', 'is for intermediates: a root signs itself')
+      if (input.keyId) requireKeyWriteForExistingKey(caller.missingForExistingKey)
+      // Every refusal that needs no key comes first: nothing is made or reserved for a CA that is
+      // then refused (a reserved key signs for its CA alone, for good).
+      requireSignAllowed(actor, input.keyId)
+      const subjectDer = encodeName(input.subject)
+      checkNameConstraintsEncoding(input.nameConstraints)
+      const parent = input.parentId ? await activeParent(actor, input.parentId, input.pathLength) : null
+      // The caller must be able to sign with the parent's key (its restriction, the key's state).
+      const parentKey = parent
+        ? await deps.signer.open(actor, {
+            keyId: parent.key_id,
+            keyVersion: parent.key_version,
+            issuer: 'pki',
+          })
+        : null
       const validity = lifetime(input, parent?.not_after ?? null, now)
       if (await caNameTaken(sql, actor.tenantId, input.name))
         throw new AppError(409, 'ca_exists', `A CA named ${input.name} exists`)
-      const keyView = await caKey(actor, input)
-      const key = await deps.signer.open(actor, {
-        keyId: keyView.id,
-        keyVersion: keyView.version,
-        issuer: 'pki',
-      })
-      const spki = key.publicKey.export({ type: 'spki', format: 'der' })
       const id = randomUUID()
-      const base = deps.publicUrl()
-      const subjectDer = encodeName(input.subject)
-      const pathLength =
-        input.pathLength ?? (parent?.path_length != null ? parent.path_length - 1 : undefined)
-      const common = {
-        id,
-        tenant_id: actor.tenantId,
-        name: input.name,
-        kind: input.type,
-        parent_id: parent?.id ?? null,
-        key_id: key.keyId,
-        key_version: key.keyVersion,
-        algorithm: key.algorithm,
-        subject_der: subjectDer,
-        subject: input.subject as Record<string, string>,
-        path_length: pathLength ?? null,
-        name_constraints: input.nameConstraints ?? null,
-        crl_urls: input.crlDistributionPoints ?? [`${base}/api/v1/cas/${id}/crl`],
-        issuer_urls: input.issuingCertificateUrls ?? [`${base}/api/v1/cas/${id}/certificate`],
-        created_at: now,
-        created_by: actor.actor,
-        updated_at: now,
-      }
+      const keyView = await caKey(actor, input, id)
       let inserted: CaRow
-      if (input.type === 'intermediate' && !parent) {
-        // An outside parent: a CSR signed by the CA's key; the CA waits for its certificate.
-        const csr = await buildCsr(subjectDer, spki, key.algorithm as IssuerAlgorithm, (info) =>
-          key.sign(info),
-        )
-        inserted = await insertOnce(() =>
-          insertCa(sql, {
-            ...common,
-            status: 'pending',
-            certificate: null,
-            chain: [],
-            csr,
-            not_before: null,
-            not_after: null,
-            serial: null,
-          }),
-        )
-      } else {
-        const serial = randomSerial()
-        const signingKey = parent
-          ? await deps.signer.open(actor, {
-              keyId: parent.key_id,
-              keyVersion: parent.key_version,
-              issuer: 'pki',
-            })
-          : key
-        const target: AuditTarget = { action: 'crypto.certificate_issue', keyId: signingKey.keyId }
-        const certificate = await auditedOperation(audit, actor, target, async () => {
-          const der = await signCaCertificate(signingKey, {
-            serial,
-            issuer: parent ? parent.subject_der : subjectDer,
-            subject: subjectDer,
-            spki,
-            authorityKeyIdentifier: parent ? caKeyIdentifier(parent.certificate!) : keyIdentifierOf(spki),
-            lifetime: validity,
-            pathLength,
-            nameConstraints: input.nameConstraints,
-            // The URLs the parent's certificates carry, fixed from its first issuance on.
-            parent: parent ? { ...parent, ...(await claimUrls(sql, parent, now)) } : null,
-          })
-          return {
-            result: der,
-            record: {
-              action: target.action,
-              keyId: signingKey.keyId,
-              keyVersion: signingKey.keyVersion,
-              details: { caId: parent?.id ?? id, serial: serial.toString('hex'), certifiesCa: id },
-            },
-          }
+      try {
+        inserted = await createOnKey(actor, input, {
+          id,
+          keyView,
+          subjectDer,
+          parent,
+          parentKey,
+          validity,
+          now,
         })
-        inserted = await insertOnce(
-          () =>
-            sql.begin(async (tx) => {
-              const created = await insertCa(tx, {
-                ...common,
-                status: 'active',
-                certificate,
-                chain: parent ? [parent.certificate!, ...parent.chain] : [],
-                csr: null,
-                not_before: validity.notBefore,
-                not_after: validity.notAfter,
-                serial: parent ? serial.toString('hex') : null,
-              })
-              if (parent) {
-                // The parent's record of what it signed: revocable by serial like any certificate.
-                await insertCertificate(tx, {
-                  tenant_id: actor.tenantId,
-                  serial: serial.toString('hex'),
-                  ca_id: parent.id,
-                  role: INTERMEDIATE_ROLE,
-                  common_name: input.subject.commonName,
-                  alt_names: { dns: [], ip: [] },
-                  key_algorithm: key.algorithm,
-                  der: certificate,
-                  not_before: validity.notBefore,
-                  not_after: validity.notAfter,
-                  revoked_at: null,
-                  revocation_reason: null,
-                  created_at: now,
-                  created_by: actor.actor,
-                })
-              }
-              return created
-            }) as Promise<CaRow>,
-        )
-        await deps.crls.publish(actor, inserted)
+      } catch (error) {
+        // No CA: the key made for it goes, the key it took is given back.
+        await (input.keyId
+          ? deps.keys.release(actor, keyView.id, 'pki')
+          : deps.keys.scheduleDeletion(actor, keyView.id, MIN_DELETION_DAYS)
+        ).catch(() => {})
+        throw error
       }
+      if (inserted.status === 'active') await deps.crls.publish(actor, inserted)
       await audit.record({
         ...actor,
         action: 'pki.ca_create',
         resource: `ca:${id}`,
         outcome: 'success',
-        details: { type: input.type, algorithm: key.algorithm, keyId: key.keyId, status: inserted.status },
+        details: {
+          type: input.type,
+          algorithm: keyView.algorithm,
+          keyId: keyView.id,
+          status: inserted.status,
+        },
       })
       return caView(inserted)
     },

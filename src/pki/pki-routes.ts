@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
-import { actorOf } from '../auth/request-context.ts'
+import { actorOf, missingScopesFor } from '../auth/request-context.ts'
 import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import type { CaService } from './ca-service.ts'
 import type { CertificateService } from './certificate-service.ts'
@@ -33,6 +33,9 @@ import { toPem } from './x509.ts'
 const TAGS = ['Certificates']
 const READ = access.scope('certificates:read')
 const WRITE = access.scope('certificates:write')
+/** A CA on an existing key reserves the key for good: a change of its lifecycle (keys:write). */
+const EXISTING_KEY = 'existingKey'
+const CREATE_CA = access.withConditions(WRITE, { [EXISTING_KEY]: ['keys:write'] })
 
 /** The media types RFC 5280 §4.2.1.13 / RFC 2585 name for a DER CRL and certificate. */
 const DER_TYPES = { crl: 'application/pkix-crl', certificate: 'application/pkix-cert' } as const
@@ -49,10 +52,11 @@ export function pkiRoutes(deps: {
     app.post(
       '/cas',
       {
-        config: { access: WRITE },
+        config: { access: CREATE_CA },
         schema: {
           tags: TAGS,
-          summary: 'Create a root or intermediate CA on a key the service holds (never exported)',
+          summary:
+            'Create a root or intermediate CA on a key the service holds (never exported); keyId also needs keys:write',
           operationId: 'createCa',
           body: CreateCaBody,
           response: { 201: CaSchema, ...errorResponses(403, 404, 409) },
@@ -60,7 +64,9 @@ export function pkiRoutes(deps: {
       },
       async (request, reply) => {
         reply.code(201)
-        return cas.create(actorOf(request), request.body)
+        return cas.create(actorOf(request), request.body, {
+          missingForExistingKey: missingScopesFor(request, EXISTING_KEY),
+        })
       },
     )
 

@@ -5,7 +5,7 @@ import type { Actor } from '../auth/request-context.ts'
 import type { IssuerSigner } from '../crypto/issuer-signer.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import { type AlgorithmName, algorithmByName } from '../keys/algorithms.ts'
-import type { KeyService } from '../keys/key-service.ts'
+import { type KeyService, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { type CertType, signatureAlgorithmOf } from './ssh-certificate.ts'
@@ -35,7 +35,12 @@ import { publicKeyLine, type SshPublicKey, SshReader, sshFingerprint, sshPublicK
 type SshCaView = Static<typeof SshCaSchema>
 
 export interface SshCaService {
-  create(actor: Actor, body: CreateSshCaBody): Promise<SshCaView>
+  /** `caller.missingForExistingKey`: the scopes a CA on `keyId` needs besides ssh:write. */
+  create(
+    actor: Actor,
+    body: CreateSshCaBody,
+    caller: { missingForExistingKey: readonly string[] },
+  ): Promise<SshCaView>
   list(actor: Actor): Promise<SshCaView[]>
   get(actor: Actor, id: string): Promise<SshCaView>
   update(actor: Actor, id: string, body: UpdateSshCaBody): Promise<SshCaView>
@@ -94,7 +99,7 @@ const isCaAlgorithm = (name: string): name is SshCaAlgorithm =>
 export function createSshCaService(deps: {
   sql: Sql
   audit: AuditLog
-  keys: Pick<KeyService, 'create' | 'get' | 'reserve' | 'scheduleDeletion'>
+  keys: Pick<KeyService, 'create' | 'get' | 'reserve' | 'release' | 'scheduleDeletion'>
   signer: IssuerSigner
   clock: Clock
 }): SshCaService {
@@ -211,7 +216,7 @@ export function createSshCaService(deps: {
   }
 
   return {
-    async create(actor, body) {
+    async create(actor, body, caller) {
       const { type } = body
       const limits = VALIDITY_LIMITS[type]
       const maxValiditySeconds = body.maxValiditySeconds ?? limits.max
@@ -225,6 +230,7 @@ export function createSshCaService(deps: {
           'body/algorithm',
           'must be omitted with keyId: the CA signs with the key’s own algorithm',
         )
+      if (body.keyId !== undefined) requireKeyWriteForExistingKey(caller.missingForExistingKey)
       if (await findCaOfType(sql, actor.tenantId, type)) throw caExists(type)
       const id = randomUUID()
       const key =
@@ -259,9 +265,13 @@ export function createSshCaService(deps: {
           })
         })
       } catch (error) {
+        // No CA: the key made for it goes, the key it took is given back (another request made
+        // the tenant's CA of this type meanwhile, or the database refused).
+        await (key.generated
+          ? deps.keys.scheduleDeletion(actor, key.keyId, 7)
+          : deps.keys.release(actor, key.keyId, 'ssh')
+        ).catch(() => {})
         if (!isUniqueViolation(error, CA_TYPE_CONSTRAINT)) throw error
-        // Another request made the tenant's CA of this type meanwhile: the key made for this one goes.
-        if (key.generated) await deps.keys.scheduleDeletion(actor, key.keyId, 7).catch(() => {})
         throw caExists(type)
       }
       return caView(row)

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
-import { actorOf } from '../auth/request-context.ts'
+import { actorOf, missingScopesFor } from '../auth/request-context.ts'
 import { errorResponses, IdParams } from '../http/http-schemas.ts'
 import type { SshCaService } from './ssh-ca-service.ts'
 import type { SshCertificateService } from './ssh-certificate-service.ts'
@@ -20,6 +20,9 @@ import {
 const TAGS = ['SSH']
 const READ = access.scope('ssh:read')
 const WRITE = access.scope('ssh:write')
+/** A CA on an existing key reserves the key for good: a change of its lifecycle (keys:write). */
+const EXISTING_KEY = 'existingKey'
+const CREATE_CA = access.withConditions(WRITE, { [EXISTING_KEY]: ['keys:write'] })
 
 /** The SSH CAs (/ssh/ca) and their certificates (/ssh/certificates): docs/ssh.md. */
 export function sshRoutes(deps: {
@@ -31,11 +34,11 @@ export function sshRoutes(deps: {
     app.post(
       '/ssh/ca',
       {
-        config: { access: WRITE },
+        config: { access: CREATE_CA },
         schema: {
           tags: TAGS,
           summary:
-            'Create the tenant’s user or host CA, on a new key or an existing non-exportable Signing key',
+            'Create the tenant’s user or host CA, on a new key or an existing non-exportable Signing key (keyId: also keys:write)',
           operationId: 'createSshCa',
           body: CreateSshCaBody,
           response: { 201: SshCaSchema, ...errorResponses(403, 404, 409) },
@@ -43,7 +46,9 @@ export function sshRoutes(deps: {
       },
       async (request, reply) => {
         reply.code(201)
-        return cas.create(actorOf(request), request.body)
+        return cas.create(actorOf(request), request.body, {
+          missingForExistingKey: missingScopesFor(request, EXISTING_KEY),
+        })
       },
     )
 

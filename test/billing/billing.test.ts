@@ -167,7 +167,8 @@ describe('billing: plans, subscription, and usage folded from the audit log', ()
     const totals = () => service.sql`SELECT kind FROM usage_totals WHERE tenant_id = ${tenantId}`
     assert.equal((await totals()).length, 0, 'nothing folded before the sweep')
     await foldUsage()
-    assert.equal((await totals()).length, Object.keys(expected).length)
+    // One row per kind used (the kinds this scenario does not use, such as certificates, have none).
+    assert.equal((await totals()).length, Object.values(expected).filter((count) => count > 0).length)
     assert.deepEqual((await ok('GET', '/billing/usage', key)).data, usage.data)
     await foldUsage()
     assert.deepEqual((await ok('GET', '/billing/usage', key)).data, usage.data, 'a second sweep adds nothing')
