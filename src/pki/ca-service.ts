@@ -54,6 +54,7 @@ interface CaView {
   nameConstraints: NameConstraints | null
   crlDistributionPoints: string[]
   issuingCertificateUrls: string[]
+  ocspUrls: string[]
   certificate: string | null
   chain: string[]
   csr: string | null
@@ -80,6 +81,7 @@ function caView(row: CaRow): CaView {
     nameConstraints: row.name_constraints,
     crlDistributionPoints: row.crl_urls,
     issuingCertificateUrls: row.issuer_urls,
+    ocspUrls: row.ocsp_urls,
     certificate: row.certificate ? toPem(row.certificate, 'CERTIFICATE') : null,
     chain: row.chain.map((der) => toPem(der, 'CERTIFICATE')),
     csr: row.csr ? toPem(row.csr, 'CERTIFICATE REQUEST') : null,
@@ -172,7 +174,11 @@ export interface CaService {
   update(
     actor: Actor,
     id: string,
-    input: { crlDistributionPoints?: string[] | undefined; issuingCertificateUrls?: string[] | undefined },
+    input: {
+      crlDistributionPoints?: string[] | undefined
+      issuingCertificateUrls?: string[] | undefined
+      ocspUrls?: string[] | undefined
+    },
   ): Promise<CaView>
   importCertificate(actor: Actor, id: string, input: ImportCaCertificateBody): Promise<CaView>
   /**
@@ -309,7 +315,7 @@ export function createCaService(deps: {
         ...(input.parent
           ? {
               crlDistributionPoints: input.parent.crl_urls,
-              authorityInfoAccess: { caIssuers: input.parent.issuer_urls },
+              authorityInfoAccess: { caIssuers: input.parent.issuer_urls, ocsp: input.parent.ocsp_urls },
             }
           : {}),
       },
@@ -371,6 +377,7 @@ export function createCaService(deps: {
       name_constraints: input.nameConstraints ?? null,
       crl_urls: input.crlDistributionPoints ?? [`${base}/api/v1/cas/${id}/crl`],
       issuer_urls: input.issuingCertificateUrls ?? [`${base}/api/v1/cas/${id}/certificate`],
+      ocsp_urls: input.ocspUrls ?? [`${base}/api/v1/cas/${id}/ocsp`],
       created_at: now,
       created_by: actor.actor,
       updated_at: now,
@@ -577,6 +584,7 @@ export function createCaService(deps: {
         {
           ...(input.crlDistributionPoints ? { crl_urls: input.crlDistributionPoints } : {}),
           ...(input.issuingCertificateUrls ? { issuer_urls: input.issuingCertificateUrls } : {}),
+          ...(input.ocspUrls ? { ocsp_urls: input.ocspUrls } : {}),
           updated_at: clock.now(),
         },
         true,

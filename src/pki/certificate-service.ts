@@ -274,7 +274,7 @@ export function createCertificateService(deps: {
             subjectKeyIdentifier: keyIdentifierOf(key.spki),
             authorityKeyIdentifier: caKeyIdentifier(ca.certificate),
             crlDistributionPoints: urls.crl_urls,
-            authorityInfoAccess: { caIssuers: urls.issuer_urls },
+            authorityInfoAccess: { caIssuers: urls.issuer_urls, ocsp: urls.ocsp_urls },
           },
           (tbs) => signer.sign(tbs),
         )

@@ -25,8 +25,11 @@ export type RevocationReason =
   | 'privilegeWithdrawn'
   | 'aACompromise'
 
-/** CRLReason codes (RFC 5280 5.3.1); 7 is unused and removeFromCRL (8) belongs to delta CRLs only. */
-const REASON_CODES: Record<RevocationReason, number> = {
+/**
+ * CRLReason codes (RFC 5280 5.3.1), OCSP's too (RFC 6960 4.2.1); 7 is unused and removeFromCRL
+ * (8) belongs to delta CRLs only.
+ */
+export const REASON_CODES: Record<RevocationReason, number> = {
   unspecified: 0,
   keyCompromise: 1,
   caCompromise: 2,

@@ -1,6 +1,7 @@
 import { type Module, type ModuleJobs, sweep } from '../platform/module.ts'
 import type { CaService } from './ca-service.ts'
 import type { CertificateService } from './certificate-service.ts'
+import type { OcspResponder } from './ocsp-responder.ts'
 import { pkiRoutes } from './pki-routes.ts'
 import type { RoleService } from './role-service.ts'
 
@@ -19,6 +20,7 @@ export function pkiModule(deps: {
   cas: CaService
   roles: RoleService
   certificates: CertificateService
+  ocsp: OcspResponder
 }): Module {
   return {
     name: 'pki',

@@ -1,10 +1,11 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { access } from '../auth/access.ts'
 import { actorOf, missingScopesFor } from '../auth/request-context.ts'
-import { errorResponses, IdParams } from '../http/http-schemas.ts'
+import { errorResponses, IdParams, Uuid } from '../http/http-schemas.ts'
 import type { CaService } from './ca-service.ts'
 import type { CertificateService } from './certificate-service.ts'
+import type { OcspResponder } from './ocsp-responder.ts'
 import {
   CaListSchema,
   CaSchema,
@@ -41,13 +42,33 @@ const CREATE_CA = access.withConditions(WRITE, { [EXISTING_KEY]: ['keys:write'] 
 const DER_TYPES = { crl: 'application/pkix-crl', certificate: 'application/pkix-cert' } as const
 const PEM_LABELS = { crl: 'X509 CRL', certificate: 'CERTIFICATE' } as const
 
+/** RFC 6960 Appendix A: the media types of OCSP over HTTP. */
+const OCSP_REQUEST = 'application/ocsp-request'
+const OCSP_RESPONSE = 'application/ocsp-response'
+/**
+ * Past this Fastify answers 413; below it an over-large request (over 8 KiB, OCSP_LIMITS) is the
+ * responder's malformedRequest, a 200 as RFC 6960 asks.
+ */
+const OCSP_BODY_LIMIT = 64 * 1024
+const OcspGetParams = Type.Object(
+  {
+    id: Uuid('The CA id'),
+    request: Type.String({
+      maxLength: 16_384,
+      description: 'The DER OCSPRequest in Base64 (or Base64url), URL-encoded (RFC 6960 Appendix A.1)',
+    }),
+  },
+  { additionalProperties: false },
+)
+
 /** X.509 certificate authorities, their roles, the certificates they issue, and their CRLs. */
 export function pkiRoutes(deps: {
   cas: CaService
   roles: RoleService
   certificates: CertificateService
+  ocsp: OcspResponder
 }): FastifyPluginAsyncTypebox {
-  const { cas, roles, certificates } = deps
+  const { cas, roles, certificates, ocsp } = deps
   return async (app) => {
     app.post(
       '/cas',
@@ -166,6 +187,62 @@ export function pkiRoutes(deps: {
         },
       )
     }
+
+    // OCSP (RFC 6960), public like the CRL: every answer is a 200 OCSPResponse, its status saying
+    // what went wrong (docs/pki.md, "OCSP"). Its own plugin: the body parser is for these routes.
+    await app.register(async (scope) => {
+      const ocspApp = scope.withTypeProvider<TypeBoxTypeProvider>()
+      ocspApp.addContentTypeParser(
+        OCSP_REQUEST,
+        { parseAs: 'buffer', bodyLimit: OCSP_BODY_LIMIT },
+        (_request, body, done) => done(null, body),
+      )
+      const answer = { 200: Type.String({ description: `${OCSP_RESPONSE}: a DER OCSPResponse` }) }
+      ocspApp.post(
+        '/cas/:id/ocsp',
+        {
+          config: { access: access.public() },
+          bodyLimit: OCSP_BODY_LIMIT,
+          schema: {
+            tags: TAGS,
+            summary: `The CA’s OCSP responder (RFC 6960, public): a DER OCSPRequest as ${OCSP_REQUEST}`,
+            operationId: 'postCaOcsp',
+            security: [],
+            params: IdParams,
+            response: { ...answer, ...errorResponses(413, 415) },
+          },
+        },
+        async (request, reply) => {
+          const der = await ocsp.respond(request.params.id, request.body as Buffer)
+          return reply
+            .header('content-type', OCSP_RESPONSE)
+            .header('cache-control', 'no-store')
+            .send(der as unknown as string)
+        },
+      )
+      ocspApp.get(
+        // Non-empty: `/ocsp/` is no request, and no public route either.
+        '/cas/:id/ocsp/:request(.+)',
+        {
+          config: { access: access.public() },
+          schema: {
+            tags: TAGS,
+            summary: 'The CA’s OCSP responder (RFC 6960 Appendix A.1, public): the request in the path',
+            operationId: 'getCaOcsp',
+            security: [],
+            params: OcspGetParams,
+            response: { ...answer, ...errorResponses() },
+          },
+        },
+        async (request, reply) => {
+          const der = await ocsp.respondToGet(request.params.id, request.params.request)
+          return reply
+            .header('content-type', OCSP_RESPONSE)
+            .header('cache-control', 'no-store')
+            .send(der as unknown as string)
+        },
+      )
+    })
 
     app.post(
       '/cas/:id/roles',

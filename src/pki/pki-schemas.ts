@@ -142,6 +142,7 @@ export const CreateCaBody = Type.Object(
     issuingCertificateUrls: Type.Optional(
       Urls('AIA caIssuers; default: this service’s URL of the CA certificate'),
     ),
+    ocspUrls: Type.Optional(Urls('AIA ocsp; default: this service’s OCSP responder of the CA')),
   },
   {
     additionalProperties: false,
@@ -163,6 +164,7 @@ export const UpdateCaBody = Type.Object(
   {
     crlDistributionPoints: Type.Optional(Urls('Before the first certificate only')),
     issuingCertificateUrls: Type.Optional(Urls('Before the first certificate only')),
+    ocspUrls: Type.Optional(Urls('Before the first certificate only')),
   },
   {
     additionalProperties: false,
@@ -213,6 +215,7 @@ export const CaSchema = Type.Object({
   nameConstraints: Type.Union([NameConstraints, Type.Null()]),
   crlDistributionPoints: Type.Array(Type.String()),
   issuingCertificateUrls: Type.Array(Type.String()),
+  ocspUrls: Type.Array(Type.String(), { description: 'AIA ocsp: the OCSP responder its certificates name' }),
   certificate: Type.Union([Pem('PEM'), Type.Null()]),
   chain: Type.Array(Pem('PEM'), { description: 'The certificates above this CA, issuer first' }),
   csr: Type.Union([Pem('PEM, while pending'), Type.Null()]),

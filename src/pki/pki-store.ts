@@ -20,6 +20,7 @@ export interface CaRow {
   name_constraints: NameConstraints | null
   crl_urls: string[]
   issuer_urls: string[]
+  ocsp_urls: string[]
   certificate: Buffer | null
   chain: Buffer[]
   csr: Buffer | null
@@ -94,6 +95,7 @@ const CA_COLUMNS = [
   'name_constraints',
   'crl_urls',
   'issuer_urls',
+  'ocsp_urls',
   'certificate',
   'chain',
   'csr',
@@ -174,6 +176,7 @@ export async function updateCa(
       CaRow,
       | 'crl_urls'
       | 'issuer_urls'
+      | 'ocsp_urls'
       | 'status'
       | 'certificate'
       | 'chain'
@@ -196,6 +199,8 @@ export async function updateCa(
   return row && fromStored(row)
 }
 
+type CaUrls = 'crl_urls' | 'issuer_urls' | 'ocsp_urls'
+
 /**
  * The URLs a certificate of the CA carries, fixed by its first issuance: the first marks the CA
  * (taking its row's lock once) and reads them under that lock, so a concurrent change of the URLs
@@ -203,16 +208,16 @@ export async function updateCa(
  */
 export async function claimUrls(
   db: Queryable,
-  ca: Pick<CaRow, 'id' | 'crl_urls' | 'issuer_urls' | 'first_issued_at'>,
+  ca: Pick<CaRow, 'id' | CaUrls | 'first_issued_at'>,
   now: Date,
-): Promise<Pick<CaRow, 'crl_urls' | 'issuer_urls'>> {
+): Promise<Pick<CaRow, CaUrls>> {
   if (ca.first_issued_at) return ca
-  const [row] = await db<Pick<CaRow, 'crl_urls' | 'issuer_urls'>[]>`
+  const [row] = await db<Pick<CaRow, CaUrls>[]>`
     UPDATE certificate_authorities SET first_issued_at = ${now}
-    WHERE id = ${ca.id} AND first_issued_at IS NULL RETURNING crl_urls, issuer_urls`
+    WHERE id = ${ca.id} AND first_issued_at IS NULL RETURNING crl_urls, issuer_urls, ocsp_urls`
   if (row) return row
-  const [fixed] = await db<Pick<CaRow, 'crl_urls' | 'issuer_urls'>[]>`
-    SELECT crl_urls, issuer_urls FROM certificate_authorities WHERE id = ${ca.id}`
+  const [fixed] = await db<Pick<CaRow, CaUrls>[]>`
+    SELECT crl_urls, issuer_urls, ocsp_urls FROM certificate_authorities WHERE id = ${ca.id}`
   return fixed!
 }
 

@@ -87,6 +87,7 @@ import { createCaService } from '../pki/ca-service.ts'
 import { createCertificateService } from '../pki/certificate-service.ts'
 import { createCrlPublisher } from '../pki/crl-publisher.ts'
 import { pkiModule } from '../pki/module.ts'
+import { createOcspResponder } from '../pki/ocsp-responder.ts'
 import { createCertificateRoleService } from '../pki/role-service.ts'
 import { type Clock, systemClock } from '../platform/clock.ts'
 import type { JobQueue, Module } from '../platform/module.ts'
@@ -432,6 +433,7 @@ export async function createServices(
       pool: cryptoPool,
       clock,
     }),
+    ocsp: createOcspResponder({ sql, signer: issuerSigner, clock }),
   }
   const ssh = createSshServices({ sql, audit, keys, signer: issuerSigner, random, clock })
   const folders = createFolderService({ sql, audit, clock })

@@ -76,6 +76,28 @@ describe('a CA over its life', () => {
     assert.deepEqual(after['crlDistributionPoints'], [url])
   })
 
+  test('a leaf names the CA certificate and the CA’s OCSP responder in its AIA', async () => {
+    const ca = await newCa('aia')
+    ok(
+      await call('POST', `/cas/${ca.id}/roles`, {
+        name: 'web',
+        allowedDomains: ['example.com'],
+        allowSubdomains: true,
+      }),
+      201,
+    )
+    const leaf = ok(
+      await call('POST', '/certificates', { caId: ca.id, role: 'web', dnsNames: ['aia.example.com'] }),
+      201,
+    ) as unknown as { certificate: string }
+    const ocspUrl = `${svc.baseUrl}/api/v1/cas/${ca.id}/ocsp`
+    assert.equal(
+      new X509Certificate(leaf.certificate).infoAccess,
+      `OCSP - URI:${ocspUrl}\nCA Issuers - URI:${svc.baseUrl}/api/v1/cas/${ca.id}/certificate`,
+    )
+    assert.deepEqual(ok(await call('GET', `/cas/${ca.id}`))['ocspUrls'], [ocspUrl])
+  })
+
   test('a common name is also in the SAN, once', async () => {
     const ca = await newCa('cn-in-san')
     ok(

@@ -165,7 +165,11 @@ describe('PKI: TLS between two processes with a chain the service issued, refuse
 
     // node:crypto reads the AIA: the issuer's certificate, public at the URL the leaf names.
     const issuerUrl = `${svc.baseUrl}/api/v1/cas/${intermediate.id}/certificate`
-    assert.equal(new X509Certificate(leaf.certificate).infoAccess, `CA Issuers - URI:${issuerUrl}`)
+    const ocspUrl = `${svc.baseUrl}/api/v1/cas/${intermediate.id}/ocsp`
+    assert.equal(
+      new X509Certificate(leaf.certificate).infoAccess,
+      `OCSP - URI:${ocspUrl}\nCA Issuers - URI:${issuerUrl}`,
+    )
     const issuerDer = Buffer.from(await (await fetch(issuerUrl)).arrayBuffer())
     assert.deepEqual(issuerDer, pemToDer(intermediate.certificate))
   })

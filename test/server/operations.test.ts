@@ -29,7 +29,9 @@ function registeredRoutes(tree: string): string[] {
     const depth = match[1]!.length / 4
     const path = (prefixes[depth - 1] ?? '') + match[2]!
     prefixes[depth] = path
-    for (const method of match[3]!.split(', ')) out.push(`${method} ${path.replace(/:(\w+)/g, '{$1}')}`)
+    // A parameter's regex (`:request(.+)`) is not part of the documented template.
+    for (const method of match[3]!.split(', '))
+      out.push(`${method} ${path.replace(/:(\w+)(\([^/]*?\))?/g, '{$1}')}`)
   }
   return out
 }

@@ -387,7 +387,7 @@ export interface paths {
         /** List the tenant’s CAs */
         get: operations["listCas"];
         put?: never;
-        /** Create a root or intermediate CA on a key the service holds (never exported) */
+        /** Create a root or intermediate CA on a key the service holds (never exported); keyId also needs keys:write */
         post: operations["createCa"];
         delete?: never;
         options?: never;
@@ -440,6 +440,40 @@ export interface paths {
         };
         /** The CA’s current CRL (public, like the web’s): DER, or PEM with format=pem */
         get: operations["getCaCrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/ocsp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The CA’s OCSP responder (RFC 6960, public): a DER OCSPRequest as application/ocsp-request */
+        post: operations["postCaOcsp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cas/{id}/ocsp/{request}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The CA’s OCSP responder (RFC 6960 Appendix A.1, public): the request in the path */
+        get: operations["getCaOcsp"];
         put?: never;
         post?: never;
         delete?: never;
@@ -547,7 +581,7 @@ export interface paths {
         /** The tenant’s SSH CAs (a user CA and a host CA at most) */
         get: operations["listSshCas"];
         put?: never;
-        /** Create the tenant’s user or host CA, on a new key or an existing non-exportable Signing key */
+        /** Create the tenant’s user or host CA, on a new key or an existing non-exportable Signing key (keyId: also keys:write) */
         post: operations["createSshCa"];
         delete?: never;
         options?: never;
@@ -2960,6 +2994,8 @@ export interface components {
             crlDistributionPoints?: string[];
             /** @description AIA caIssuers; default: this service’s URL of the CA certificate */
             issuingCertificateUrls?: string[];
+            /** @description AIA ocsp; default: this service’s OCSP responder of the CA */
+            ocspUrls?: string[];
         };
         CertificateAuthority: {
             id: string;
@@ -2992,6 +3028,8 @@ export interface components {
             } | null;
             crlDistributionPoints: string[];
             issuingCertificateUrls: string[];
+            /** @description AIA ocsp: the OCSP responder its certificates name */
+            ocspUrls: string[];
             certificate: string | null;
             /** @description The certificates above this CA, issuer first */
             chain: string[];
@@ -3014,6 +3052,8 @@ export interface components {
             crlDistributionPoints?: string[];
             /** @description Before the first certificate only */
             issuingCertificateUrls?: string[];
+            /** @description Before the first certificate only */
+            ocspUrls?: string[];
         };
         ImportCaCertificate: {
             /** @description The PEM certificate the outside parent issued for the CA’s CSR */
@@ -9394,6 +9434,157 @@ export interface operations {
                      * @example {
                      *       "error": "key_not_found",
                      *       "message": "Key not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    postCaOcsp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description application/ocsp-response: a DER OCSPResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Body too large (payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "payload_too_large",
+                     *       "message": "The request body exceeds the limit of 1048576 bytes",
+                     *       "limitBytes": 1048576
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Content-Type is not one the route takes (unsupported_media_type) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unsupported_media_type",
+                     *       "message": "Content-Type must be application/json (/encrypt and /decrypt also take application/octet-stream)"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getCaOcsp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The CA id */
+                id: string;
+                /** @description The DER OCSPRequest in Base64 (or Base64url), URL-encoded (RFC 6960 Appendix A.1) */
+                request: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description application/ocsp-response: a DER OCSPResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description Invalid request (validation_failed, invalid_json, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "validation_failed",
+                     *       "message": "body/name must NOT have fewer than 1 characters",
+                     *       "fields": [
+                     *         {
+                     *           "path": "body/name",
+                     *           "message": "must NOT have fewer than 1 characters"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Missing, unknown, expired or revoked API key or access token (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "unauthorized",
+                     *       "message": "A valid API key (X-Api-Key header) or access token (Authorization: Bearer) is required"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorResponse"];

@@ -26,6 +26,8 @@ CREATE TABLE certificate_authorities (
   name_constraints jsonb,
   crl_urls text[] NOT NULL,
   issuer_urls text[] NOT NULL,
+  -- The OCSP responder's URLs its certificates name (AIA ocsp).
+  ocsp_urls text[] NOT NULL,
   -- The CA's own certificate (null while pending) and the chain above it, issuer first (an
   -- array of Base64 DER certificates).
   certificate bytea,
