@@ -44,6 +44,23 @@ export interface IssuerSigner {
   ): Promise<IssuerKey>
 }
 
+/**
+ * 403 before an issuer changes anything when the caller's API key may not sign at all (its
+ * restriction names other operations): issuing and revoking are operations of the CA's key.
+ */
+export function requireSignAllowed(actor: Actor): void {
+  const operations = actor.keyRestriction?.operations
+  if (operations && !operations.includes('sign'))
+    throw new AppError(
+      403,
+      'operation_not_allowed',
+      'This API key is restricted to other operations than sign',
+      {
+        operation: 'sign',
+      },
+    )
+}
+
 export function createIssuerSigner(deps: {
   keys: KeyResolver
   pool: CryptoPool

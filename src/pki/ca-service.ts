@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID, X509Certificate } from 'node:crypto'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { IssuerKey, IssuerSigner } from '../crypto/issuer-signer.ts'
+import { type IssuerKey, type IssuerSigner, requireSignAllowed } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
 import type { Sql } from '../data/database.ts'
 import { type KeyService, type KeyView, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
@@ -101,24 +101,13 @@ export function randomSerial(): Buffer {
   return serial
 }
 
-/** The role name under which a parent records the intermediate certificates it signed. */
 /**
  * 403 when the caller's API-key restriction could never let it sign with the CA's key: other
  * operations than sign, or (for a key made for the CA) a list of named keys the new one is not in.
  */
-function requireSignAllowed(actor: Actor, keyId: string | undefined): void {
-  const restriction = actor.keyRestriction
-  if (!restriction) return
-  if (restriction.operations && !restriction.operations.includes('sign'))
-    throw new AppError(
-      403,
-      'operation_not_allowed',
-      'This API key is restricted to other operations than sign',
-      {
-        operation: 'sign',
-      },
-    )
-  if (!keyId && restriction.keys)
+function requireCaKeyAllowed(actor: Actor, keyId: string | undefined): void {
+  requireSignAllowed(actor)
+  if (!keyId && actor.keyRestriction?.keys)
     throw new AppError(
       403,
       'key_not_allowed',
@@ -136,6 +125,7 @@ function checkNameConstraintsEncoding(constraints: CreateCaBody['nameConstraints
 /** The shortest deletion window (keys domain): a key made for a CA that was then refused goes. */
 const MIN_DELETION_DAYS = 7
 
+/** The role name under which a parent records the intermediate certificates it signed. */
 export const INTERMEDIATE_ROLE = 'intermediate-ca'
 
 /** 409 unless the CA can issue: active (not pending, not revoked by its parent). */
@@ -514,7 +504,7 @@ export function createCaService(deps: {
       if (input.keyId) requireKeyWriteForExistingKey(caller.missingForExistingKey)
       // Every refusal that needs no key comes first: nothing is made or reserved for a CA that is
       // then refused (a reserved key signs for its CA alone, for good).
-      requireSignAllowed(actor, input.keyId)
+      requireCaKeyAllowed(actor, input.keyId)
       const subjectDer = encodeName(input.subject)
       checkNameConstraintsEncoding(input.nameConstraints)
       const parent = input.parentId ? await activeParent(actor, input.parentId, input.pathLength) : null

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { IssuerSigner } from '../crypto/issuer-signer.ts'
+import { type IssuerSigner, requireSignAllowed } from '../crypto/issuer-signer.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import { type AlgorithmName, algorithmByName } from '../keys/algorithms.ts'
 import { type KeyService, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
@@ -113,20 +113,6 @@ export function createSshCaService(deps: {
     details: Record<string, string | number | boolean | null>,
   ) =>
     audit.recordInTransaction(tx, { ...actor, action, resource: `ssh-ca:${id}`, outcome: 'success', details })
-
-  /** 403 before anything changes when the caller's API key may not sign at all. */
-  function requireSignAllowed(actor: Actor): void {
-    const operations = actor.keyRestriction?.operations
-    if (operations && !operations.includes('sign'))
-      throw new AppError(
-        403,
-        'operation_not_allowed',
-        'This API key is restricted to other operations than sign',
-        {
-          operation: 'sign',
-        },
-      )
-  }
 
   /**
    * An existing key of the tenant the caller may sign with, fit to be a CA key; reserved for the

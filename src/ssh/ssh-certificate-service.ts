@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Static } from 'typebox'
 import type { AuditLog } from '../audit/audit-log.ts'
 import type { Actor } from '../auth/request-context.ts'
-import type { IssuerSigner } from '../crypto/issuer-signer.ts'
+import { type IssuerSigner, requireSignAllowed } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
 import type { Sql } from '../data/database.ts'
 import type { RandomSource } from '../entropy/random-source.ts'
@@ -247,16 +247,7 @@ export function createSshCertificateService(deps: {
         target.keyVersion = ca.key_version
         // Revoking is the CA key's operation as signing is: an API key restricted to other keys,
         // or to other operations than sign, may not do it.
-        const operations = actor.keyRestriction?.operations
-        if (operations && !operations.includes('sign'))
-          throw new AppError(
-            403,
-            'operation_not_allowed',
-            'This API key is restricted to other operations than sign',
-            {
-              operation: 'sign',
-            },
-          )
+        requireSignAllowed(actor)
         await requireKeyAllowed(sql, actor, ca.key_id)
         if (certificate.revoked_at) throw alreadyRevoked()
         const now = clock.now()

@@ -78,3 +78,37 @@ export function legacyPbeEncrypted(schemeOid: string, iterations: bigint | numbe
 
 export const toPem = (der: Buffer, label: string) =>
   `-----BEGIN ${label}-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END ${label}-----\n`
+
+/** One DER element read by the tests (independent of the service's own DER code). */
+export interface Tlv {
+  tag: number
+  raw: Buffer
+  content: Buffer
+}
+
+/** The element at `at` (definite lengths only); throws when it runs past its container. */
+export function readTlv(bytes: Buffer, at = 0): Tlv {
+  const tag = bytes[at]!
+  let length = bytes[at + 1]!
+  let header = 2
+  if (length & 0x80) {
+    const count = length & 0x7f
+    length = 0
+    for (let i = 0; i < count; i++) length = length * 256 + bytes[at + 2 + i]!
+    header += count
+  }
+  const raw = bytes.subarray(at, at + header + length)
+  if (raw.length !== header + length) throw new Error('a TLV runs past its container')
+  return { tag, raw, content: raw.subarray(header) }
+}
+
+/** The elements inside a constructed one. */
+export function children(node: Tlv): Tlv[] {
+  const out: Tlv[] = []
+  for (let at = 0; at < node.content.length; at += out[out.length - 1]!.raw.length)
+    out.push(readTlv(node.content, at))
+  return out
+}
+
+export const pemToDer = (pem: string) =>
+  Buffer.from(pem.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')

@@ -15,7 +15,18 @@ import { createOcspResponder, type OcspResponder } from '../../src/pki/ocsp-resp
 import { insertRevocation } from '../../src/pki/pki-store.ts'
 import { systemClock } from '../../src/platform/clock.ts'
 import { uniqueName } from '../helpers/api-client.ts'
-import { int, octets, oid, oidContent, seq, tlv } from '../helpers/der.ts'
+import {
+  children,
+  int,
+  octets,
+  oid,
+  oidContent,
+  pemToDer,
+  readTlv,
+  seq,
+  type Tlv,
+  tlv,
+} from '../helpers/der.ts'
 import { manualClock } from '../helpers/manual-clock.ts'
 import { Rng } from '../helpers/rng.ts'
 import {
@@ -144,37 +155,6 @@ async function revoke(serial: string, body: Record<string, unknown>): Promise<{ 
 }
 
 // ---- DER, read and written here (independent of src/pki) ---------------------------------------
-
-interface Tlv {
-  tag: number
-  raw: Buffer
-  content: Buffer
-}
-
-function readTlv(bytes: Buffer, at = 0): Tlv {
-  const tag = bytes[at]!
-  let length = bytes[at + 1]!
-  let header = 2
-  if (length & 0x80) {
-    const count = length & 0x7f
-    length = 0
-    for (let i = 0; i < count; i++) length = length * 256 + bytes[at + 2 + i]!
-    header += count
-  }
-  const raw = bytes.subarray(at, at + header + length)
-  assert.equal(raw.length, header + length, 'a TLV runs past its container')
-  return { tag, raw, content: raw.subarray(header) }
-}
-
-function children(node: Tlv): Tlv[] {
-  const out: Tlv[] = []
-  for (let at = 0; at < node.content.length; at += out[out.length - 1]!.raw.length)
-    out.push(readTlv(node.content, at))
-  return out
-}
-
-const pemToDer = (pem: string) =>
-  Buffer.from(pem.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')
 
 /** The issuer certificate's subject Name (DER) and subjectPublicKey bits, read from its TBS. */
 function issuerParts(caPem: string): { name: Buffer; key: Buffer } {

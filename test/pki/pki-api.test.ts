@@ -11,7 +11,7 @@ import { ml_kem768 } from '@noble/post-quantum/ml-kem.js'
 import { slh_dsa_sha2_128s } from '@noble/post-quantum/slh-dsa.js'
 import * as x509 from '@peculiar/x509'
 import { uniqueName } from '../helpers/api-client.ts'
-import { oidContent } from '../helpers/der.ts'
+import { children, oidContent, pemToDer, readTlv, type Tlv } from '../helpers/der.ts'
 import { type ManualClock, manualClock } from '../helpers/manual-clock.ts'
 import {
   type HttpResult,
@@ -150,36 +150,6 @@ async function revoke(serial: string, body: Record<string, unknown> = {}) {
 
 // ---- DER reading (independent of src/pki) -------------------------------------------------------
 
-interface Tlv {
-  tag: number
-  raw: Buffer
-  content: Buffer
-}
-
-function readTlv(bytes: Buffer, at = 0): Tlv {
-  const tag = bytes[at]!
-  let length = bytes[at + 1]!
-  let header = 2
-  if (length & 0x80) {
-    const count = length & 0x7f
-    length = 0
-    for (let i = 0; i < count; i++) length = length * 256 + bytes[at + 2 + i]!
-    header += count
-  }
-  const raw = bytes.subarray(at, at + header + length)
-  assert.equal(raw.length, header + length, 'a TLV runs past its container')
-  return { tag, raw, content: raw.subarray(header) }
-}
-
-function children(node: Tlv): Tlv[] {
-  const out: Tlv[] = []
-  for (let at = 0; at < node.content.length; at += out[out.length - 1]!.raw.length)
-    out.push(readTlv(node.content, at))
-  return out
-}
-
-const pemToDer = (pem: string) =>
-  Buffer.from(pem.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')
 const derToPem = (der: Buffer, label: string) =>
   `-----BEGIN ${label}-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END ${label}-----\n`
 

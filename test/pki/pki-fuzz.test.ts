@@ -4,6 +4,7 @@ import { webcrypto } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import * as x509 from '@peculiar/x509'
 import { mapConcurrently } from '../helpers/api-client.ts'
+import { pemToDer } from '../helpers/der.ts'
 import { Rng } from '../helpers/rng.ts'
 import {
   type HttpResult,
@@ -58,8 +59,6 @@ const call = (method: string, path: string, body?: unknown, rawBody?: string) =>
 
 const toPem = (der: Buffer, label: string) =>
   `-----BEGIN ${label}-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END ${label}-----\n`
-const pemToDer = (pem: string) =>
-  Buffer.from(pem.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')
 
 function derLength(n: number): Buffer {
   if (n < 0x80) return Buffer.of(n)

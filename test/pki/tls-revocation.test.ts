@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { X509Certificate } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import * as x509 from '@peculiar/x509'
+import { pemToDer } from '../helpers/der.ts'
 import {
   type HttpResult,
   startTestService,
@@ -22,9 +23,6 @@ import { TLS_GREETING, type TlsClientOutcome, tlsPeers } from '../helpers/tls-pe
  * node:crypto's X509Certificate, the CRL distribution points with @peculiar/x509, and the CRLs
  * are parsed and their signatures checked with @peculiar/x509.
  */
-
-const pemToDer = (pem: string) =>
-  Buffer.from(pem.replace(/-----[A-Z0-9 ]+-----/g, '').replace(/\s+/g, ''), 'base64')
 
 /** The URIs of a certificate's CRL distribution points, read with @peculiar/x509. */
 function distributionPoints(pem: string): string[] {
