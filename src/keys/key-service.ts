@@ -886,6 +886,13 @@ export function createKeyService(deps: {
             )
           // An imported key's private key exists outside the service too: its holder could sign
           // certificates with no role, no audit and no revocation. A CA key is generated here.
+          // A CA's key is never rotated (requireRotatable): a schedule would only fail.
+          if (locked.next_rotation_at)
+            throw new AppError(
+              409,
+              'key_not_reservable',
+              'The key has a rotation policy: a certificate authority’s key is never rotated; delete the policy first',
+            )
           if (locked.origin === 'Imported')
             throw new AppError(
               409,

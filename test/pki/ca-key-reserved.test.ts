@@ -107,6 +107,21 @@ describe('a CA key signs for its CA only', () => {
     assert.equal((second.body as { error: string }).error, 'key_reserved')
   })
 
+  test('a key with a rotation policy cannot become a CA key until the policy is gone', async () => {
+    const key = await created<{ id: string }>('POST', '/keys', {
+      name: 'scheduled-signing',
+      keyType: 'Signing',
+      algorithm: 'EC-P256',
+    })
+    assert.equal((await call('POST', `/keys/${key.id}/rotation-policy`, { frequency: 'Yearly' })).status, 200)
+    const refused = await root('on-scheduled-key', { keyId: key.id })
+    assert.equal(refused.status, 409, refused.text)
+    assert.equal((refused.body as { error: string }).error, 'key_not_reservable')
+    assert.equal((await call('DELETE', `/keys/${key.id}/rotation-policy`)).status, 204)
+    const accepted = await root('on-scheduled-key', { keyId: key.id })
+    assert.equal(accepted.status, 201, accepted.text)
+  })
+
   test('an exportable key cannot become a CA key', async () => {
     const key = await created<{ id: string }>('POST', '/keys', {
       name: 'exportable-signing',
