@@ -202,8 +202,8 @@ async function measureEncoder(job: Omit<EncoderJob, 'durationMs' | 'warmupMs'>):
 /**
  * Samples the service's PostgreSQL sessions (every backend of the bench database but the bench's
  * own, `kms-bench`) every 25 ms until stopped: the share of the busy ones (running a statement)
- * that wait on a lock. Issuances of one CA each update its row (pki-store.ts countIssued), so they
- * queue behind each other there.
+ * that wait on a lock. Issuances of one CA once queued on its row (a counter each updated); only the
+ * first issuance takes that lock now (pki-store.ts claimUrls), and this share shows it stays so.
  */
 function sampleLockWaits(sql: Sql): { stop(): Promise<number> } {
   let busy = 0
