@@ -232,6 +232,26 @@ export function requireKeyWriteForExistingKey(missing: readonly string[]): void 
   )
 }
 
+/**
+ * 400 naming `field` unless `key` can back a certificate authority signing with `algorithms`: a
+ * Signing key of one of them, not exportable, holding its private key. `reserve` checks the key
+ * again under its row lock (and what a view does not show: its origin, a rotation policy).
+ */
+export function requireIssuerKey<A extends string>(
+  key: KeyView,
+  algorithms: readonly A[],
+  field: string,
+): asserts key is KeyView & { algorithm: A } {
+  if (key.keyType !== 'Signing' || !(algorithms as readonly string[]).includes(key.algorithm))
+    throw invalidField(
+      field,
+      `must name a Signing key of ${algorithms.join(', ')} (it is a ${key.algorithm} key)`,
+    )
+  if (key.exportable)
+    throw invalidField(field, 'names an exportable key: a CA key must never leave the service')
+  if (key.publicOnly) throw invalidField(field, 'names a public-key-only key, which cannot sign')
+}
+
 /** 409: the key signs for a certificate authority, through it alone (docs/pki.md). */
 export const keyReserved = (issuer: KeyIssuer) =>
   new AppError(

@@ -4,7 +4,12 @@ import type { Actor } from '../auth/request-context.ts'
 import { type IssuerKey, type IssuerSigner, requireSignAllowed } from '../crypto/issuer-signer.ts'
 import { type AuditTarget, auditedOperation } from '../crypto/operation-audit.ts'
 import type { Sql } from '../data/database.ts'
-import { type KeyService, type KeyView, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
+import {
+  type KeyService,
+  type KeyView,
+  requireIssuerKey,
+  requireKeyWriteForExistingKey,
+} from '../keys/key-service.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { CRL_REFRESH_BEFORE_MS, type CrlPublisher, caKeyIdentifier } from './crl-publisher.ts'
@@ -26,7 +31,6 @@ import {
 } from './pki-store.ts'
 import {
   buildCertificate,
-  CertificateFormatError,
   encodeName,
   fromPem,
   type IssuerAlgorithm,
@@ -201,7 +205,6 @@ export function createCaService(deps: {
     return ca
   }
 
-  /** The CA's key: the one the caller names (checked) or a new one, never exportable. */
   /** The CA's key: the one the caller names (checked, then reserved) or a new one, never exportable. */
   async function caKey(actor: Actor, input: CreateCaBody, caId: string): Promise<KeyView> {
     if (!input.keyId) {
@@ -221,15 +224,7 @@ export function createCaService(deps: {
       )
     }
     const key = await deps.keys.get(actor, input.keyId)
-    const allowed = (CA_ALGORITHMS as readonly string[]).includes(key.algorithm)
-    if (key.keyType !== 'Signing' || !allowed)
-      throw invalidField(
-        'keyId',
-        `must name a Signing key of ${CA_ALGORITHMS.join(', ')} (it is ${key.algorithm})`,
-      )
-    if (key.exportable)
-      throw invalidField('keyId', 'names an exportable key: a CA key must never leave the service')
-    if (key.publicOnly) throw invalidField('keyId', 'names a public-key-only key, which cannot sign')
+    requireIssuerKey(key, CA_ALGORITHMS, 'keyId')
     if (input.algorithm && input.algorithm !== key.algorithm)
       throw invalidField('algorithm', `is ${input.algorithm}, but the key named by keyId is ${key.algorithm}`)
     // From now on the key signs through the PKI alone: no /sign of a hand-made certificate.
@@ -653,8 +648,7 @@ function parsePem(text: string, field: string): Buffer {
     parseCertificate(der)
     return der
   } catch (error) {
-    const message =
-      error instanceof CertificateFormatError || error instanceof Error ? error.message : 'is malformed'
+    const message = error instanceof Error ? error.message : 'is malformed'
     throw invalidField(field, `is not a PEM certificate: ${message}`)
   }
 }

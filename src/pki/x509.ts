@@ -421,7 +421,7 @@ export function fromPem(text: string, label: string): Buffer {
   const end = `-----END ${label}-----`
   const block = text.trim()
   if (!block.startsWith(begin) || !block.endsWith(end) || block.length < begin.length + end.length) {
-    throw invalid(`must be one block from "${begin}" to "${end}"`)
+    throw invalid(`must be one block: its first line ${begin}, its last ${end}`)
   }
   const body = block.slice(begin.length, block.length - end.length).replace(/\s+/g, '')
   const der = Buffer.from(body, 'base64')

@@ -5,7 +5,7 @@ import type { Actor } from '../auth/request-context.ts'
 import { type IssuerSigner, requireSignAllowed } from '../crypto/issuer-signer.ts'
 import type { Queryable, Sql } from '../data/database.ts'
 import { type AlgorithmName, algorithmByName } from '../keys/algorithms.ts'
-import { type KeyService, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
+import { type KeyService, requireIssuerKey, requireKeyWriteForExistingKey } from '../keys/key-service.ts'
 import type { Clock } from '../platform/clock.ts'
 import { AppError, invalidField, isUniqueViolation, notFound } from '../platform/errors.ts'
 import { type CertType, signatureAlgorithmOf } from './ssh-certificate.ts'
@@ -93,9 +93,6 @@ function caView(row: SshCaRow): SshCaView {
   }
 }
 
-const isCaAlgorithm = (name: string): name is SshCaAlgorithm =>
-  (SSH_CA_ALGORITHMS as readonly string[]).includes(name)
-
 export function createSshCaService(deps: {
   sql: Sql
   audit: AuditLog
@@ -123,18 +120,8 @@ export function createSshCaService(deps: {
     requireSignAllowed(actor)
     // 404 for another tenant's key, 403 for a key outside the caller's API-key restriction.
     const key = await deps.keys.get(actor, keyId)
-    if (key.keyType !== 'Signing') throw invalidField(field, 'must name a Signing key')
-    if (!isCaAlgorithm(key.algorithm))
-      throw invalidField(
-        field,
-        `must name a key of one of ${SSH_CA_ALGORITHMS.join(', ')}: OpenSSH certificates have no ${key.algorithm} signature`,
-      )
-    if (key.exportable)
-      throw invalidField(
-        field,
-        'must name a non-exportable key: a CA key whose private key can leave the service is no CA key',
-      )
-    if (key.publicOnly) throw invalidField(field, 'must name a key whose private key the service holds')
+    // OpenSSH certificates have no signature of the other algorithms (no post-quantum type).
+    requireIssuerKey(key, SSH_CA_ALGORITHMS, field)
     // 409 key_reserved when it already signs for a CA (the other SSH CA's key, or an X.509 CA's).
     await deps.keys.reserve(actor, key.id, 'ssh')
     const opened = await deps.signer.open(actor, { keyId: key.id, issuer: 'ssh' })

@@ -46,6 +46,17 @@ const newCa = async (name: string, extra: object = {}) =>
     201,
   ) as { id: string; keyId: string; certificate: string; firstIssuedAt: string | null }
 
+/** A role `web` of the CA: names under example.com. */
+const webRole = async (caId: string) =>
+  ok(
+    await call('POST', `/cas/${caId}/roles`, {
+      name: 'web',
+      allowedDomains: ['example.com'],
+      allowSubdomains: true,
+    }),
+    201,
+  )
+
 describe('a CA over its life', () => {
   test('the CRL and issuer URLs change until the first issuance, then are fixed (409 ca_in_use)', async () => {
     const ca = await newCa('urls')
@@ -53,14 +64,7 @@ describe('a CA over its life', () => {
     const url = 'https://pki.example.com/crl/urls.crl'
     const changed = ok(await call('PATCH', `/cas/${ca.id}`, { crlDistributionPoints: [url] }))
     assert.deepEqual(changed['crlDistributionPoints'], [url])
-    ok(
-      await call('POST', `/cas/${ca.id}/roles`, {
-        name: 'web',
-        allowedDomains: ['example.com'],
-        allowSubdomains: true,
-      }),
-      201,
-    )
+    await webRole(ca.id)
     const leaf = ok(
       await call('POST', '/certificates', { caId: ca.id, role: 'web', dnsNames: ['a.example.com'] }),
       201,
@@ -78,14 +82,7 @@ describe('a CA over its life', () => {
 
   test('a leaf names the CA certificate and the CA’s OCSP responder in its AIA', async () => {
     const ca = await newCa('aia')
-    ok(
-      await call('POST', `/cas/${ca.id}/roles`, {
-        name: 'web',
-        allowedDomains: ['example.com'],
-        allowSubdomains: true,
-      }),
-      201,
-    )
+    await webRole(ca.id)
     const leaf = ok(
       await call('POST', '/certificates', { caId: ca.id, role: 'web', dnsNames: ['aia.example.com'] }),
       201,
@@ -100,14 +97,7 @@ describe('a CA over its life', () => {
 
   test('a common name is also in the SAN, once', async () => {
     const ca = await newCa('cn-in-san')
-    ok(
-      await call('POST', `/cas/${ca.id}/roles`, {
-        name: 'web',
-        allowedDomains: ['example.com'],
-        allowSubdomains: true,
-      }),
-      201,
-    )
+    await webRole(ca.id)
     const leaf = ok(
       await call('POST', '/certificates', {
         caId: ca.id,
@@ -145,14 +135,7 @@ describe('a CA over its life', () => {
       201,
     ) as unknown as { id: string; certificate: string; status: string }
     assert.equal(child.status, 'active')
-    ok(
-      await call('POST', `/cas/${child.id}/roles`, {
-        name: 'web',
-        allowedDomains: ['example.com'],
-        allowSubdomains: true,
-      }),
-      201,
-    )
+    await webRole(child.id)
     ok(await call('POST', '/certificates', { caId: child.id, role: 'web', dnsNames: ['b.example.com'] }), 201)
 
     const serial = new X509Certificate(child.certificate).serialNumber.toLowerCase()

@@ -695,13 +695,13 @@ describe('CA keys given by the caller', () => {
     expectInvalid(
       await call('POST', '/ssh/ca', tenant, { type: 'user', keyId: exportable }),
       'body/keyId',
-      'non-exportable',
+      'an exportable key',
       'exportable',
     )
     expectInvalid(
       await call('POST', '/ssh/ca', tenant, { type: 'user', keyId: mlDsa }),
       'body/keyId',
-      'no ML-DSA-65 signature',
+      'it is a ML-DSA-65 key',
       'ML-DSA',
     )
     expectInvalid(
