@@ -23,12 +23,12 @@ import { toTenantView } from '../tenants/tenant-service.ts'
 import { rewrapSealed, unreadableMessage } from './master-key-rotation.ts'
 
 /**
- * `npm run kms -- <command>`: operator commands. Results go to stdout as JSON (lists as
+ * `npm run kms-admin -- <command>`: operator commands. Results go to stdout as JSON (lists as
  * `{data, total}`, like the API's), progress and errors to stderr. Exit codes: 0 done, 1 the
  * command failed (one line on stderr saying why), 2 the command line (one line, then the usage)
  * or a setting (one line) is wrong.
  */
-const USAGE = `Usage: npm run kms -- <command> [options]
+const USAGE = `Usage: npm run kms-admin -- <command> [options]
 
 Commands:
   create-tenant --name NAME [--scopes s1,s2]     Create a tenant and its first API key (full scope by default);

@@ -62,7 +62,7 @@ export async function prepareDatabase(
   if (!options.bootstrap) {
     if ((await countTenants(deps.sql)) === 0) {
       deps.logger.info(
-        'The database has no tenant and KMS_BOOTSTRAP is off: create one with `npm run kms -- create-tenant --name NAME`',
+        'The database has no tenant and KMS_BOOTSTRAP is off: create one with `npm run kms-admin -- create-tenant --name NAME`',
       )
     }
     return
@@ -136,7 +136,7 @@ export async function prepareDatabase(
       `   ${created.apiKey.key}`,
       '',
       ' Use it as the X-Api-Key header. Create narrower keys with POST /api/v1/api-keys',
-      ' or `npm run kms -- create-api-key`.',
+      ' or `npm run kms-admin -- create-api-key`.',
       '',
       ...(created.ownerCreated
         ? [
@@ -144,7 +144,7 @@ export async function prepareDatabase(
             ' OpenID provider (docs/identity.md):',
             `   e-mail:   ${ownerEmail}`,
             `   password: ${ownerPassword}`,
-            ' Change it with `npm run kms -- reset-member-password`.',
+            ' Change it with `npm run kms-admin -- reset-member-password`.',
           ]
         : [` Its owner is the existing account ${ownerEmail}.`]),
       rule,

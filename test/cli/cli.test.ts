@@ -64,10 +64,10 @@ describe('kms CLI', () => {
     assert.equal(bare.code, 2)
     assert.equal(bare.stdout, '')
     assert.equal(bare.stderr.split('\n')[0], 'kms: no command given')
-    assert.match(bare.stderr, /Usage: npm run kms -- <command>/)
+    assert.match(bare.stderr, /Usage: npm run kms-admin -- <command>/)
     const help = await runCli(['help'], svc.env)
     assert.equal(help.code, 0)
-    assert.match(help.stdout, /^Usage: npm run kms -- <command>/)
+    assert.match(help.stdout, /^Usage: npm run kms-admin -- <command>/)
     assert.equal(help.stderr, '')
   })
 

@@ -196,7 +196,7 @@ export interface CliResult {
   stderr: string
 }
 
-/** Runs `npm run kms -- <args>` as an operator would (the same entry point, without npm's banner). */
+/** Runs `npm run kms-admin -- <args>` as an operator would (the same entry point, without npm's banner). */
 export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(NODE_BIN, ['src/cli/main.ts', ...args], {

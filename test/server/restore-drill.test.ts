@@ -27,7 +27,7 @@ import {
 
 /**
  * The restore drill of docs/operations.md ("Backup and restore"), as an operator runs it:
- * `npm start` with a master key file; a tenant (`npm run kms -- create-tenant`), an ML-KEM, an
+ * `npm start` with a master key file; a tenant (`npm run kms-admin -- create-tenant`), an ML-KEM, an
  * Ed25519 and an HMAC key, a ciphertext, a signature, a MAC, a secret and a second API key;
  * `pg_dump --format=custom` while the service serves; changes made after the backup (an API key
  * revoked, a key rotated and used, a key created); the service stopped, the database dropped and
