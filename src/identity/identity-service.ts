@@ -19,6 +19,7 @@ import { createAccessTokenVerifier } from './oidc/access-token-verifier.ts'
 import { type CorsAllowlist, createCorsAllowlist } from './oidc/cors-allowlist.ts'
 import { createIssuer, type Issuer } from './oidc/issuer.ts'
 import {
+  CLI_CLIENT_ID,
   type ClientDirectory,
   CONSOLE_CLIENT_ID,
   createOidcRuntime,
@@ -62,8 +63,9 @@ export interface IdentityCore {
   endSessionsOf(accountId: string): Promise<void>
   /**
    * A member removed from a tenant: destroys, inside the caller's transaction, the account's
-   * console grants that include the tenant's resource, with their codes and tokens (a grant may
-   * hold other tenants too: it goes whole). Returns them for `grantsRevoked` after commit.
+   * console and command-line grants that include the tenant's resource, with their codes and
+   * tokens (a grant may hold other tenants too: it goes whole). Returns them for `grantsRevoked`
+   * after commit.
    */
   destroyTenantGrantsOf(tx: Queryable, accountId: string, tenantId: string): Promise<string[]>
   /** After the commit that destroyed them: every process forgets these grants. */
@@ -138,12 +140,13 @@ export function createIdentityCore(deps: {
       await destroyFactorsOfAccount(deps.sql, accountId)
       for (const grantId of await destroyByAccount(deps.sql, accountId)) await verifier.grantRevoked(grantId)
     },
-    destroyTenantGrantsOf: (tx, accountId, tenantId) =>
-      destroyGrantsWithResource(tx, {
-        accountId,
-        clientId: CONSOLE_CLIENT_ID,
-        resource: `${TENANT_RESOURCE_PREFIX}${tenantId}`,
-      }),
+    async destroyTenantGrantsOf(tx, accountId, tenantId) {
+      const resource = `${TENANT_RESOURCE_PREFIX}${tenantId}`
+      const destroyed: string[] = []
+      for (const clientId of [CONSOLE_CLIENT_ID, CLI_CLIENT_ID])
+        destroyed.push(...(await destroyGrantsWithResource(tx, { accountId, clientId, resource })))
+      return destroyed
+    },
     async grantsRevoked(grantIds) {
       for (const grantId of grantIds) await verifier.grantRevoked(grantId)
     },

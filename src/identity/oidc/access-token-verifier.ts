@@ -5,7 +5,7 @@ import type { InvalidationBus } from '../../data/invalidation-bus.ts'
 import { createReadThroughCache } from '../../data/read-through-cache.ts'
 import type { Clock } from '../../platform/clock.ts'
 import {
-  CONSOLE_CLIENT_ID,
+  isTenantApiClient,
   PARTNER_PORTAL_CLIENT_ID,
   PARTNER_PORTAL_RESOURCE,
   tenantOfResource,
@@ -19,7 +19,7 @@ const SEGMENT = /^[A-Za-z0-9_-]+$/
 const LEEWAY_SECONDS = 5
 
 /**
- * Verifies the console's access tokens for the main API: an ES256 JWT (`typ: at+jwt`) signed by a
+ * Verifies the console's and the command line's access tokens for the main API: an ES256 JWT (`typ: at+jwt`) signed by a
  * published version of the provider's key, from this issuer, for a tenant's resource
  * (`aud = urn:kms:tenant:<id>`), unexpired, and of a grant that still exists. Grants are cached
  * per process and dropped in every process over the bus when revoked (sign-out, token
@@ -52,10 +52,10 @@ export function createAccessTokenVerifier(deps: {
     }
   }
 
-  /** A token of `clientId`, checked whole: signature, issuer, lifetime, a live grant. */
+  /** A token of a client `ofClient` accepts, checked whole: signature, issuer, lifetime, a live grant. */
   async function check(
     token: string,
-    clientId: string,
+    ofClient: (clientId: unknown) => boolean,
   ): Promise<{ sub: string; aud: string; gid: string } | undefined> {
     const parts = token.split('.')
     if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) return undefined
@@ -80,7 +80,7 @@ export function createAccessTokenVerifier(deps: {
     if (!claims) return undefined
     const now = Math.floor(deps.clock.now().getTime() / 1000)
     const { iss, aud, exp, nbf, sub, gid } = claims
-    if (iss !== deps.issuer() || claims['client_id'] !== clientId) return undefined
+    if (iss !== deps.issuer() || !ofClient(claims['client_id'])) return undefined
     if (typeof exp !== 'number' || exp + LEEWAY_SECONDS <= now) return undefined
     if (typeof nbf === 'number' && nbf - LEEWAY_SECONDS > now) return undefined
     if (typeof aud !== 'string' || typeof sub !== 'string' || typeof gid !== 'string' || gid.length > 128)
@@ -94,12 +94,12 @@ export function createAccessTokenVerifier(deps: {
       await deps.bus.publish(GRANT_TOPIC, grantId)
     },
     async verify(token) {
-      const checked = await check(token, CONSOLE_CLIENT_ID)
+      const checked = await check(token, isTenantApiClient)
       const tenantId = checked && tenantOfResource(checked.aud)
       return checked && tenantId ? { accountId: checked.sub, tenantId, grantId: checked.gid } : undefined
     },
     async verifyPartnerPortal(token) {
-      const checked = await check(token, PARTNER_PORTAL_CLIENT_ID)
+      const checked = await check(token, (clientId) => clientId === PARTNER_PORTAL_CLIENT_ID)
       return checked?.aud === PARTNER_PORTAL_RESOURCE
         ? { accountId: checked.sub, grantId: checked.gid }
         : undefined

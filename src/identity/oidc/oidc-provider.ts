@@ -26,19 +26,28 @@ import type {
 } from '../sign-in/authorization-gate.ts'
 import { forgetOtherAccounts, recordSessionFactors } from '../sign-in/session-factor-store.ts'
 import { CONSOLE_LIST, type CorsAllowlist } from './cors-allowlist.ts'
+import { deviceFlow } from './device-flow.ts'
 import type { Issuer } from './issuer.ts'
 import { createOidcAdapterFactory } from './oidc-adapter.ts'
 import { renderProviderError, renderSignedOut, renderSignOut } from './provider-pages.ts'
 import type { SigningKeys } from './signing-keys.ts'
 
 export const CONSOLE_CLIENT_ID = 'kms-console'
+/** The `kms` command line: a native public client (loopback redirect, RFC 8252; device flow, RFC 8628). */
+export const CLI_CLIENT_ID = 'kms-cli'
 /** The partner portal's client: partners' people (their own realm) sign in for the partner API. */
 export const PARTNER_PORTAL_CLIENT_ID = 'kms-partner-portal'
 /** The partner portal's resource indicator: its access tokens carry it as `aud`. */
 export const PARTNER_PORTAL_RESOURCE = 'urn:kms:partner-portal'
 /** The service's own clients: first-party (no consent page), not a tenant's applications. */
 export const isServiceClient = (clientId: unknown): boolean =>
-  clientId === CONSOLE_CLIENT_ID || clientId === PARTNER_PORTAL_CLIENT_ID
+  isTenantApiClient(clientId) || clientId === PARTNER_PORTAL_CLIENT_ID
+/**
+ * The service's clients a member signs in to for a tenant's API (`resource=urn:kms:tenant:<id>`):
+ * the console and the command line, held to the same gate and given the same tokens.
+ */
+export const isTenantApiClient = (clientId: unknown): boolean =>
+  clientId === CONSOLE_CLIENT_ID || clientId === CLI_CLIENT_ID
 /** The resource indicator of a tenant's API: an access token for it carries it as `aud`. */
 export const TENANT_RESOURCE_PREFIX = 'urn:kms:tenant:'
 const TENANT_RESOURCE = /^urn:kms:tenant:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
@@ -53,12 +62,16 @@ export const OIDC_ROUTES = {
   end_session: '/oidc/session/end',
   revocation: '/oidc/token/revocation',
   introspection: '/oidc/token/introspection',
+  device_authorization: '/oidc/device/auth',
+  code_verification: '/oidc/device',
 } as const
 
 /** Lifetimes (seconds). An access token's own comes from the tenant's settings when they say. */
 const TOKEN_TTL = {
   accessToken: 900,
   authorizationCode: 60,
+  /** A device code (and its user code): long enough to open a browser elsewhere and sign in. */
+  deviceCode: 600,
   idToken: 3600,
   interaction: 3600,
   refreshToken: 14 * 24 * 3600,
@@ -98,7 +111,7 @@ export async function authorizationTarget(
   clientId: string,
   resources: unknown,
 ): Promise<AuthorizationTarget | undefined> {
-  if (clientId === CONSOLE_CLIENT_ID) {
+  if (isTenantApiClient(clientId)) {
     const requested = (Array.isArray(resources) ? resources : [resources]).filter(
       (resource): resource is string => typeof resource === 'string',
     )
@@ -128,9 +141,9 @@ export interface RoleClaims {
 const CLIENT_TENANT = 'kms_tenant_id'
 const CLIENT_APPLICATION = 'kms_application_id'
 
-/** The realm whose accounts may sign in to a client: the team's for the console, the tenant's for its applications. */
+/** The realm whose accounts may sign in to a client: the team's for the console and the CLI, the tenant's for its applications. */
 function realmOfClient(client: { clientId: string; [key: string]: unknown }): string | undefined {
-  if (client.clientId === CONSOLE_CLIENT_ID) return TEAM_REALM
+  if (isTenantApiClient(client.clientId)) return TEAM_REALM
   if (client.clientId === PARTNER_PORTAL_CLIENT_ID) return PARTNER_REALM
   const tenantId = client[CLIENT_TENANT]
   return typeof tenantId === 'string' ? tenantRealm(tenantId) : undefined
@@ -303,6 +316,7 @@ async function build(
     (ctx.oidc.entities.Grant?.accountId as string | undefined)
 
   const refreshLifetimes = refreshTokenLifetimes(deps)
+  const device = deviceFlow({ ...deps, tenantOfResource })
 
   const configuration: Configuration = {
     adapter,
@@ -317,6 +331,19 @@ async function build(
         response_types: ['code'],
         redirect_uris: redirectUris,
         post_logout_redirect_uris: redirectUris,
+      },
+      // The command line: a native app on the person's machine, redirected to a loopback port it
+      // listens on (the provider ignores the port of a native client's loopback URI, RFC 8252
+      // 7.3), or signed in from another device's browser with the device grant (RFC 8628).
+      {
+        client_id: CLI_CLIENT_ID,
+        client_name: 'kms command line',
+        application_type: 'native',
+        token_endpoint_auth_method: 'none',
+        id_token_signed_response_alg: 'ES256',
+        grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+        response_types: ['code'],
+        redirect_uris: ['http://127.0.0.1/callback', 'http://[::1]/callback'],
       },
       {
         client_id: PARTNER_PORTAL_CLIENT_ID,
@@ -374,6 +401,9 @@ async function build(
       },
       userinfo: { enabled: true },
       clientCredentials: { enabled: true },
+      // For the command line only: no other client has the device grant among its grant types,
+      // so the provider refuses it to them (unauthorized_client) at both endpoints.
+      deviceFlow: device.feature,
       rpInitiatedLogout: {
         enabled: true,
         logoutSource: async (ctx, form) => {
@@ -390,6 +420,9 @@ async function build(
         // A client_credentials grant without `resource` gets the application's one declared
         // resource; with none or several, invalid_target: never an opaque token no API accepts.
         defaultResource: async (ctx, client, oneOf) => {
+          // The command line signs in for one tenant's API, never for no resource at all.
+          if (client.clientId === CLI_CLIENT_ID && oneOf === undefined)
+            throw new errors.InvalidTarget('resource is required: urn:kms:tenant:<tenant id>')
           if (oneOf !== undefined || ctx.oidc.params?.['grant_type'] !== 'client_credentials') return oneOf
           const app = await deps.clients.clientOf(client.clientId)
           if (app?.resources.length === 1) return app.resources[0]
@@ -407,7 +440,7 @@ async function build(
               jwt: { sign: { alg: 'ES256' } },
             }
           }
-          if (client.clientId !== CONSOLE_CLIENT_ID) return applicationResource(deps, resource, client)
+          if (!isTenantApiClient(client.clientId)) return applicationResource(deps, resource, client)
           const tenantId = tenantOfResource(resource)
           if (!tenantId) throw new errors.InvalidTarget()
           if (!(await deps.tenants.get(tenantId))) throw new errors.InvalidTarget()
@@ -481,6 +514,7 @@ async function build(
       // Set, so the provider does not print its plain-text NOTICE about the default into the JSON log.
       ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? TOKEN_TTL.accessToken,
       AuthorizationCode: TOKEN_TTL.authorizationCode,
+      DeviceCode: TOKEN_TTL.deviceCode,
       IdToken: TOKEN_TTL.idToken,
       Interaction: TOKEN_TTL.interaction,
       RefreshToken: (ctx, token, client) => refreshLifetimes.of(ctx, token, client),
@@ -504,6 +538,9 @@ async function build(
   }
   const provider = new Provider(issuer, configuration)
   provider.proxy = false
+  provider.use((ctx, next) =>
+    device.middleware(ctx as KoaContextWithOIDC, next, OIDC_ROUTES.code_verification),
+  )
   return provider
 }
 
@@ -672,7 +709,7 @@ async function applicationResource(
 function refreshTokenLifetimes(deps: OidcDeps) {
   const prepared = new WeakMap<object, number>()
   const tenantOfRequest = (ctx: KoaContextWithOIDC, client: { clientId: string; [key: string]: unknown }) => {
-    if (client.clientId !== CONSOLE_CLIENT_ID) {
+    if (!isTenantApiClient(client.clientId)) {
       const tenantId = client[CLIENT_TENANT]
       return typeof tenantId === 'string' ? tenantId : undefined
     }
