@@ -9,7 +9,8 @@ import { type Keyring, noDecryptableDataKey } from './keyring.ts'
 export interface ServiceKeyringOptions {
   /**
    * The service's keys, by id or alias (`alias/<name>`): the data key comes from the first and is
-   * wrapped under each of the others, so any one of them decrypts the message.
+   * wrapped under each of the others, so any one of them decrypts the message. May be empty with
+   * `discovery` (a keyring that only decrypts).
    */
   keyIds: readonly string[]
   /**
@@ -59,8 +60,11 @@ function dataKeyOf(base64: string | undefined): Uint8Array {
  */
 export function createServiceKeyring(client: KmsClient, options: ServiceKeyringOptions): Keyring {
   const keyIds = [...options.keyIds]
-  if (keyIds.length === 0 || keyIds.some((k) => typeof k !== 'string' || k.length === 0))
-    throw new TypeError('keyIds must name at least one key (an id or alias/<name>)')
+  if (
+    (keyIds.length === 0 && !options.discovery) ||
+    keyIds.some((k) => typeof k !== 'string' || k.length === 0)
+  )
+    throw new TypeError('keyIds must name at least one key (an id or alias/<name>), or discovery be on')
   if (keyIds.length > 10) throw new TypeError(`keyIds may name at most 10 keys (names ${keyIds.length})`)
   const ids = new Set(keyIds.filter((k) => UUID.test(k)).map((k) => k.toLowerCase()))
   const aliases = keyIds.filter((k) => !UUID.test(k))
@@ -83,6 +87,8 @@ export function createServiceKeyring(client: KmsClient, options: ServiceKeyringO
   return {
     async generateDataKey(context) {
       const [first, ...others] = keyIds
+      if (first === undefined)
+        throw new TypeError('This keyring names no key to make a data key with (keyIds is empty)')
       const generated = await dataOf(
         client.api.POST('/api/v1/keys/{keyId}/data-key', {
           params: { path: { keyId: first! } },
