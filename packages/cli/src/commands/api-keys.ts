@@ -9,43 +9,45 @@ type CreateApiKey = components['schemas']['CreateApiKeyRequest']
 type Scope = CreateApiKey['scopes'][number]
 type Operation = NonNullable<CreateApiKey['operations']>[number]
 
-const SCOPES: readonly Scope[] = [
-  'keys:read',
-  'keys:write',
-  'keys:export',
-  'encryption:write',
-  'encrypt:invoke',
-  'secrets:read',
-  'secrets:write',
-  'audit:read',
-  'apikeys:read',
-  'apikeys:write',
-  'ssh:read',
-  'ssh:write',
-  'certificates:read',
-  'certificates:write',
-  'applications:read',
-  'applications:write',
-  'endusers:read',
-  'endusers:write',
-  'roles:read',
-  'roles:write',
-  'policies:read',
-  'policies:write',
-  'billing:read',
-]
-const OPERATIONS: readonly Operation[] = [
-  'encrypt',
-  'decrypt',
-  're_encrypt',
-  'generate_data_key',
-  'wrap',
-  'unwrap',
-  'sign',
-  'verify',
-  'mac',
-  'mac_verify',
-]
+/** Every scope the API knows: a record over the generated type, so a scope added to the API fails the build until it is here. */
+const SCOPES = Object.keys({
+  'keys:read': true,
+  'keys:write': true,
+  'keys:export': true,
+  'encryption:write': true,
+  'encrypt:invoke': true,
+  'secrets:read': true,
+  'secrets:write': true,
+  'audit:read': true,
+  'apikeys:read': true,
+  'apikeys:write': true,
+  'ssh:read': true,
+  'ssh:write': true,
+  'certificates:read': true,
+  'certificates:write': true,
+  'applications:read': true,
+  'applications:write': true,
+  'endusers:read': true,
+  'endusers:write': true,
+  'roles:read': true,
+  'roles:write': true,
+  'policies:read': true,
+  'policies:write': true,
+  'billing:read': true,
+} satisfies Record<Scope, true>) as Scope[]
+/** Every operation an API key can be limited to (exhaustive over the API's type, as SCOPES). */
+const OPERATIONS = Object.keys({
+  encrypt: true,
+  decrypt: true,
+  re_encrypt: true,
+  generate_data_key: true,
+  wrap: true,
+  unwrap: true,
+  sign: true,
+  verify: true,
+  mac: true,
+  mac_verify: true,
+} satisfies Record<Operation, true>) as Operation[]
 const COLUMNS = ['id', 'name', 'prefix', 'scopes', 'expiresAt', 'revokedAt', 'lastUsedAt']
 const ID_ARG = { min: 1, max: 1, names: '<id> (an API key id)' }
 
