@@ -14,6 +14,8 @@ bash scripts/ensure-services.sh || exit 1
 bash scripts/ensure-chromium.sh || exit 1
 # Debian's OpenSSH server and client for the SSH CA tests (a real sshd on a loopback port).
 bash scripts/ensure-openssh.sh || exit 1
+# GNU time, whose peak-memory figure the 1 GiB encrypt-file test reads.
+bash scripts/ensure-gnu-time.sh || exit 1
 mapfile -t files < <(find test -name '*.test.ts' -not -path 'test/alone/*' | sort)
 status=0
 node --test --test-concurrency=2 --test-timeout=120000 "${files[@]}" || status=1
