@@ -75,6 +75,7 @@ export interface IdentityCore {
 export interface Identity extends IdentityCore {
   oidc: OidcRuntime
   memberships: MembershipRoles
+  tenants: Pick<TenantService, 'get'>
   mfaPolicy: MfaPolicy | undefined
   branding: TenantBranding | undefined
   cors: CorsAllowlist
@@ -214,6 +215,7 @@ export function createIdentity(
     ...core,
     oidc,
     memberships: deps.memberships,
+    tenants: deps.tenants,
     mfaPolicy: deps.mfaPolicy,
     branding: deps.branding,
     cors: deps.cors,

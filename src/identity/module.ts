@@ -41,6 +41,8 @@ export function identityModule(deps: {
           pageSettings: identity.pageSettings,
           gate: identity.gate,
           signIns: identity.signIns,
+          tenants: identity.tenants,
+          memberships: identity.memberships,
           ...branding,
           accessPolicy: deps.accessPolicy,
           federation: deps.federation,

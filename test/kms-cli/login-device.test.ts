@@ -194,6 +194,53 @@ describe('kms login --device and the device pages', { timeout: 240_000 }, () => 
     assert.deepEqual(violations, [], 'no CSP violation')
   })
 
+  test('the confirmation page shows the requesting address and when the code was asked for, and the User-Agent only as unverified text the device sent', async () => {
+    const tenant = await service.createTenant()
+    const claim = 'kms-cli (this is your own terminal, safe to continue)'
+    const before = Math.floor(Date.now() / 1000)
+    const asked = await fetch(new URL('/oidc/device/auth', service.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'user-agent': claim },
+      body: new URLSearchParams({
+        client_id: 'kms-cli',
+        scope: 'openid api',
+        resource: `urn:kms:tenant:${tenant.tenantId}`,
+      }),
+    })
+    const after = Math.ceil(Date.now() / 1000)
+    assert.equal(asked.status, 200)
+    const { user_code: userCode } = (await asked.json()) as { user_code: string }
+
+    const jar = new CookieJar()
+    const pageUrl = new URL('/oidc/device', service.baseUrl)
+    const form = await fromAddress('127.0.0.4', jar, pageUrl)
+    const confirm = await fromAddress('127.0.0.4', jar, pageUrl, {
+      xsrf: xsrfOf(form.html),
+      user_code: userCode,
+    })
+    assert.equal(confirm.status, 200)
+    const textOf = (id: string) =>
+      (new RegExp(`<p id="${id}">([\\s\\S]*?)</p>`).exec(confirm.html)?.[1] ?? '')
+        .replace(/<[^>]+>/g, '')
+        .replace(/&#39;/g, "'")
+        .replace(/&quot;/g, '"')
+        .replace(/&amp;/g, '&')
+    // The address the device asked from (this test's own, 127.0.0.1) and the time it asked, in UTC.
+    const from = textOf('requested-from')
+    assert.match(from, /^Requested from the address 127\.0\.0\.1 at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.$/)
+    const shownAt =
+      Date.parse(`${/(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC/.exec(from)![1]!.replace(' ', 'T')}Z`) / 1000
+    assert.ok(shownAt >= before && shownAt <= after, `${shownAt} within [${before}, ${after}]`)
+    // The User-Agent: quoted, and labelled as the device's unverified claim.
+    assert.equal(
+      textOf('reported-agent'),
+      `The device describes itself as “${claim}” (reported by the device, not verified: anyone can send any text).`,
+    )
+    // The service's own words never vouch for the requester: "safe" appears only inside the quote.
+    const ownWords = confirm.html.replace(/<[^>]+>/g, ' ').replace(claim, '')
+    assert.doesNotMatch(ownWords, /safe/i)
+  })
+
   test('the device grant is the CLI’s only: the console, the partner portal and a tenant’s application are refused at both endpoints', async () => {
     const tenant = await service.createTenant()
     const resource = `urn:kms:tenant:${tenant.tenantId}`

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import type { Browser } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launchChromium, pageWatchingCsp } from '../helpers/browser.ts'
 import { runKms, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
@@ -75,39 +75,89 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
     return { env, configDir, credentialsPath: join(configDir, 'credentials.json') }
   }
 
-  async function newMember(tenantId: string) {
+  async function newMember(tenantId: string, on: TestService = service) {
     const email = `cli-${randomBytes(6).toString('hex')}@example.com`
     const password = `cli-password-${randomBytes(6).toString('hex')}`
-    const account = await service.api.services.accounts.createTeamAccount({ email, password })
-    await service.api.services.team.addMember(
+    const account = await on.api.services.accounts.createTeamAccount({ email, password })
+    await on.api.services.team.addMember(
       { tenantId, actor: 'test', requestId: null, clientIp: null },
       { accountId: account.id, role: 'tenant:developer' },
     )
     return { accountId: account.id, email, password }
   }
 
-  /** The sign-in pages in a fresh browser context, from the URL kms printed, until the browser leaves them. */
-  async function signInInBrowser(url: string, member: { email: string; password: string }) {
-    const { page, context } = await pageWatchingCsp(browser, violations)
+  /**
+   * The command line's confirmation page, shown after the sign-in (and on every kms login, also to
+   * a browser still signed in): it names the client, the tenant and the loopback port kms listens on.
+   */
+  async function confirmation(
+    page: Page,
+    expected: { tenantId: string; redirectUri: string },
+    on: TestService = service,
+  ) {
+    await page.waitForSelector('#cli-confirmation', { timeout: 30_000 })
+    const text = (await page.textContent('main')) ?? ''
+    const tenantName = (await on.api.services.tenants.get(expected.tenantId))!.name
+    assert.match(text, /kms command line asks to sign in with your account to the tenant/)
+    assert.ok(text.includes(`${tenantName} (${expected.tenantId})`), 'the tenant, by name and id')
+    assert.equal(await page.textContent('#cli-port'), new URL(expected.redirectUri).port)
+    assert.equal(await page.textContent('#cli-address'), expected.redirectUri)
+    assert.match(
+      (await page.textContent('#warning')) ?? '',
+      /Only continue if you just ran kms login on this computer/,
+    )
+  }
+
+  /**
+   * The sign-in pages from the URL kms printed, in a fresh browser context (or `context`, still
+   * signed in), until the browser leaves them: the password when asked, then the confirmation
+   * page answered with `answer` ('none': a sign-in refused before it).
+   */
+  async function signInInBrowser(
+    url: string,
+    member: { email: string; password: string },
+    options: {
+      answer?: 'continue' | 'cancel' | 'none'
+      context?: BrowserContext
+      signedIn?: boolean
+      /** The service kms signs in to, when not this file's. */
+      on?: TestService
+    } = {},
+  ) {
+    const context = options.context ?? (await pageWatchingCsp(browser, violations)).context
+    const page = context.pages()[0] ?? (await context.newPage())
     await page.goto(url)
-    await page.waitForSelector('#email')
-    await page.fill('#email', member.email)
-    await page.fill('#password', member.password)
-    await page.click('button[type=submit]')
+    if (!options.signedIn) {
+      await page.waitForSelector('#email')
+      await page.fill('#email', member.email)
+      await page.fill('#password', member.password)
+      await page.click('button[type=submit]')
+    }
+    const answer = options.answer ?? 'continue'
+    if (answer !== 'none') {
+      const params = new URL(url).searchParams
+      const tenantId = params.get('resource')!.replace('urn:kms:tenant:', '')
+      await confirmation(page, { tenantId, redirectUri: params.get('redirect_uri')! }, options.on)
+      await page.click(`button[name=decision][value=${answer === 'continue' ? 'allow' : 'deny'}]`)
+    }
     await page.waitForURL((at) => at.hostname === '127.0.0.1' && at.pathname === '/callback', {
       timeout: 30_000,
     })
     await page.waitForLoadState('load')
     const shown = (await page.textContent('body')) ?? ''
-    await context.close()
+    if (!options.context) await context.close()
     return shown
   }
 
   /** `kms login --no-browser` signed in through Chromium; returns the finished run. */
-  async function login(env: Record<string, string>, member: { email: string; password: string }) {
+  async function login(
+    env: Record<string, string>,
+    member: { email: string; password: string },
+    options: Parameters<typeof signInInBrowser>[2] = {},
+  ) {
     const run = startKms(['login', '--no-browser'], { cwd: PROJECT_ROOT, env })
     const [, url] = await run.waitForStderr(/(http:\/\/\S+\/oidc\/auth\?\S+)/)
-    const shown = await signInInBrowser(url!, member)
+    const shown = await signInInBrowser(url!, member, options)
     const { code } = await run.exited
     return { run, code, shown, url: new URL(url!) }
   }
@@ -161,6 +211,42 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
     assert.equal(caller.tenantId, tenant.tenantId)
     assert.equal(caller.accountId, member.accountId)
     assert.equal(caller.email, member.email)
+    assert.deepEqual(violations, [], 'no CSP violation on the sign-in pages')
+  })
+
+  test('Cancel on the confirmation page ends kms login with access_denied, and nothing is stored', async () => {
+    const tenant = await service.createTenant()
+    const member = await newMember(tenant.tenantId)
+    const { env, credentialsPath } = cliEnv(tenant.tenantId)
+    const { run, code } = await login(env, member, { answer: 'cancel' })
+    assert.equal(code, 3, run.stderr())
+    assert.match(run.stderr(), /^kms: access_denied: /m)
+    assert.throws(() => statSync(credentialsPath), { code: 'ENOENT' })
+    assert.deepEqual(violations, [], 'no CSP violation on the sign-in pages')
+  })
+
+  test('a second kms login in a browser still signed in asks no password but shows the confirmation page again; Continue signs in', async () => {
+    const tenant = await service.createTenant()
+    const member = await newMember(tenant.tenantId)
+    const { context } = await pageWatchingCsp(browser, violations)
+    try {
+      const first = cliEnv(tenant.tenantId)
+      const signedIn = await login(first.env, member, { context })
+      assert.equal(signedIn.code, 0, signedIn.run.stderr())
+
+      // The same browser: its session is live and kms-cli has a grant; the page is shown all the same.
+      const second = cliEnv(tenant.tenantId)
+      const again = await login(second.env, member, { context, signedIn: true })
+      assert.equal(again.code, 0, again.run.stderr())
+      assert.ok(again.shown.includes(SIGNED_IN_PAGE), again.shown)
+      assert.notEqual(
+        again.url.searchParams.get('redirect_uri'),
+        signedIn.url.searchParams.get('redirect_uri'),
+      )
+      assert.equal(onlyEntry(second.credentialsPath).tenant, tenant.tenantId)
+    } finally {
+      await context.close()
+    }
     assert.deepEqual(violations, [], 'no CSP violation on the sign-in pages')
   })
 
@@ -227,7 +313,7 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
     const [, url] = await failing.waitForStderr(/(http:\/\/\S+\/oidc\/auth\?\S+)/)
     const params = new URL(url!).searchParams
     const answered = await getLoopback(
-      `${params.get('redirect_uri')}?error=access_denied&error_description=nope&state=${params.get('state')}`,
+      `${params.get('redirect_uri')}?error=access_denied&error_description=nope&state=${params.get('state')}&iss=${encodeURIComponent(service.baseUrl)}`,
     )
     assert.equal(answered.status, 400)
     assert.equal((await failing.exited).code, 3)
@@ -242,7 +328,8 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
     const { env, credentialsPath } = cliEnv(tenantB.tenantId)
     const run = startKms(['login', '--no-browser'], { cwd: PROJECT_ROOT, env })
     const [, url] = await run.waitForStderr(/(http:\/\/\S+\/oidc\/auth\?\S+)/)
-    const shown = await signInInBrowser(url!, member)
+    // Refused before any confirmation: the gate answers at the sign-in.
+    const shown = await signInInBrowser(url!, member, { answer: 'none' })
     assert.match(shown, /Sign-in failed/)
     assert.equal((await run.exited).code, 3)
     assert.match(run.stderr(), /^kms: access_denied: .*not a member of this tenant/m)
@@ -250,20 +337,21 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
   })
 
   test('stored credentials of tenant A are never used for tenant B: not_signed_in, and no request carries A’s token', async () => {
-    const tenantA = await service.createTenant()
-    const tenantB = await service.createTenant()
-    const member = await newMember(tenantA.tenantId)
-    await service.api.services.team.addMember(
-      { tenantId: tenantB.tenantId, actor: 'test', requestId: null, clientIp: null },
-      { accountId: member.accountId, role: 'tenant:developer' },
-    )
-    // The CLI talks to the service through a recording proxy: every request it sends is seen.
+    // The CLI talks to a service through a recording proxy: every request it sends is seen. kms
+    // signs in only with the provider of the address it talks to, so that service's issuer (ID_URL)
+    // is the proxy's address, as it is for a service published behind one.
     const seen: Array<{ path: string; authorization: string | undefined }> = []
-    const target = new URL(service.baseUrl)
+    let target: URL | undefined
     const proxy: Server = createServer((req, res) => {
       seen.push({ path: req.url ?? '', authorization: req.headers.authorization })
       const upstream = httpRequest(
-        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+        {
+          host: target!.hostname,
+          port: target!.port,
+          path: req.url,
+          method: req.method,
+          headers: req.headers,
+        },
         (answer) => {
           res.writeHead(answer.statusCode ?? 502, answer.headers)
           answer.pipe(res)
@@ -272,10 +360,20 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
       req.pipe(upstream)
     })
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', () => resolve()))
+    const proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+    let behindProxy: TestService | undefined
     try {
-      const proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+      behindProxy = await startTestService({ ID_URL: proxied })
+      target = new URL(behindProxy.baseUrl)
+      const tenantA = await behindProxy.createTenant()
+      const tenantB = await behindProxy.createTenant()
+      const member = await newMember(tenantA.tenantId, behindProxy)
+      await behindProxy.api.services.team.addMember(
+        { tenantId: tenantB.tenantId, actor: 'test', requestId: null, clientIp: null },
+        { accountId: member.accountId, role: 'tenant:developer' },
+      )
       const { env } = cliEnv(tenantA.tenantId, { KMS_ADDR: proxied })
-      const { run, code } = await login(env, member)
+      const { run, code } = await login(env, member, { on: behindProxy })
       assert.equal(code, 0, run.stderr())
       const tokenA = onlyEntry(join(env['KMS_CONFIG_DIR']!, 'credentials.json')).accessToken
 
@@ -291,6 +389,7 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
       assert.equal(JSON.parse(forA.out).tenantId, tenantA.tenantId)
       assert.ok(seen.length > 0 && seen.every((r) => r.authorization === `Bearer ${tokenA}`))
     } finally {
+      await behindProxy?.stop()
       proxy.closeAllConnections()
       await new Promise<void>((resolve) => proxy.close(() => resolve()))
     }

@@ -44,7 +44,9 @@ const EN = {
   confirmCode: 'Continue only if your terminal shows this code:',
   confirmWarning:
     'Only continue if you started this sign-in yourself. If someone sent you this code or link, stop: continuing would give them your access to this tenant.',
-  confirmFrom: 'Asked from {ip} ({agent}).',
+  confirmFrom: 'Requested from the address {ip} at {time}.',
+  confirmAgent:
+    'The device describes itself as {agent} (reported by the device, not verified: anyone can send any text).',
   cancel: 'Cancel',
   successTitle: 'Device signed in',
   successText:
@@ -70,7 +72,9 @@ const MESSAGES: Record<Locale, DeviceMessages> = {
     confirmCode: 'Continúa solo si tu terminal muestra este código:',
     confirmWarning:
       'Continúa solo si iniciaste tú este inicio de sesión. Si alguien te envió este código o enlace, detente: continuar le daría tu acceso a este tenant.',
-    confirmFrom: 'Solicitado desde {ip} ({agent}).',
+    confirmFrom: 'Solicitado desde la dirección {ip} a las {time}.',
+    confirmAgent:
+      'El dispositivo se describe como {agent} (lo indica el dispositivo, sin verificar: cualquiera puede enviar cualquier texto).',
     cancel: 'Cancelar',
     successTitle: 'Dispositivo conectado',
     successText:
@@ -93,7 +97,9 @@ const MESSAGES: Record<Locale, DeviceMessages> = {
     confirmCode: 'Continuez seulement si votre terminal affiche ce code :',
     confirmWarning:
       'Continuez seulement si vous avez lancé cette connexion vous-même. Si quelqu’un vous a envoyé ce code ou ce lien, arrêtez : continuer lui donnerait votre accès à ce tenant.',
-    confirmFrom: 'Demandé depuis {ip} ({agent}).',
+    confirmFrom: 'Demandé depuis l’adresse {ip} à {time}.',
+    confirmAgent:
+      'L’appareil se décrit comme {agent} (indiqué par l’appareil, non vérifié : n’importe qui peut envoyer n’importe quel texte).',
     cancel: 'Annuler',
     successTitle: 'Appareil connecté',
     successText:
@@ -116,7 +122,9 @@ const MESSAGES: Record<Locale, DeviceMessages> = {
     confirmCode: 'Fahren Sie nur fort, wenn Ihr Terminal diesen Code anzeigt:',
     confirmWarning:
       'Fahren Sie nur fort, wenn Sie diese Anmeldung selbst gestartet haben. Hat Ihnen jemand diesen Code oder Link geschickt, brechen Sie ab: Sonst erhielte diese Person Ihren Zugang zu diesem Mandanten.',
-    confirmFrom: 'Angefragt von {ip} ({agent}).',
+    confirmFrom: 'Angefragt von der Adresse {ip} um {time}.',
+    confirmAgent:
+      'Das Gerät beschreibt sich als {agent} (vom Gerät angegeben, nicht geprüft: Jeder kann beliebigen Text senden).',
     cancel: 'Abbrechen',
     successTitle: 'Gerät angemeldet',
     successText:
@@ -138,13 +146,19 @@ const MESSAGES: Record<Locale, DeviceMessages> = {
     confirmCode: 'Continua solo se il tuo terminale mostra questo codice:',
     confirmWarning:
       'Continua solo se hai avviato tu questo accesso. Se qualcuno ti ha inviato questo codice o link, fermati: continuando gli daresti il tuo accesso a questo tenant.',
-    confirmFrom: 'Richiesto da {ip} ({agent}).',
+    confirmFrom: 'Richiesto dall’indirizzo {ip} alle {time}.',
+    confirmAgent:
+      'Il dispositivo si descrive come {agent} (dichiarato dal dispositivo, non verificato: chiunque può inviare qualsiasi testo).',
     cancel: 'Annulla',
     successTitle: 'Dispositivo collegato',
     successText:
       '{client} ha effettuato l’accesso al tenant {tenant}. Puoi chiudere questa finestra e tornare al terminale.',
   },
 }
+
+/** A token's `iat` as a UTC time a person reads (the page does not know their time zone). */
+const utcTime = (iat: number | undefined): string =>
+  typeof iat === 'number' ? `${new Date(iat * 1000).toISOString().slice(0, 19).replace('T', ' ')} UTC` : '?'
 
 /** `{name}` placeholders, each value escaped and set in bold. */
 const fillStrong = (template: string, values: Record<string, string>): string =>
@@ -252,12 +266,16 @@ export function deviceFlow(deps: DeviceFlowDeps) {
       const secret = String((ctx.oidc.session?.state as { secret?: unknown } | undefined)?.secret ?? '')
       const params = (ctx.oidc.entities.DeviceCode?.params ?? {}) as Record<string, unknown>
       const tenants = await tenantsNamed(params['resource'], ctx.oidc.session?.accountId)
+      // The address is the one the device's request came from; the User-Agent is whatever text
+      // it sent, so it is shown as such and never as a sign of who asks.
       const from = deviceInfo as { ip?: unknown; ua?: unknown }
+      const requestedAt = ctx.oidc.entities.DeviceCode?.iat
       const body = `<p>${fillStrong(page.d.confirmAsk, { client: client.clientName ?? client.clientId, tenant: tenants })}</p>
 <p>${esc(page.d.confirmCode)}</p>
 <p class="secret" id="user-code">${esc(userCode)}</p>
 <p class="error" role="alert" id="warning">${esc(page.d.confirmWarning)}</p>
-<p>${fillStrong(page.d.confirmFrom, { ip: String(from.ip ?? '?'), agent: String(from.ua ?? '?').slice(0, 200) })}</p>
+<p id="requested-from">${fillStrong(page.d.confirmFrom, { ip: String(from.ip ?? '?'), time: utcTime(requestedAt) })}</p>
+<p id="reported-agent">${fillStrong(page.d.confirmAgent, { agent: `“${String(from.ua ?? '?').slice(0, 200)}”` })}</p>
 <form method="post" action="${esc(ctx.oidc.urlFor('code_verification'))}">
 <input type="hidden" name="xsrf" value="${esc(secret)}">
 <input type="hidden" name="user_code" value="${esc(userCode)}">

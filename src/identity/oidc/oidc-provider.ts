@@ -548,6 +548,25 @@ async function build(
 export const GATE_REASON = 'authorization_gate'
 
 /**
+ * Reason of the consent prompt of every authorization-code request of the command line: the
+ * person confirms it on a page (src/identity/sign-in/views/cli-confirmation-view.ts), even with a
+ * live session and an earlier grant. Without it, any page could send a signed-in browser to
+ * /oidc/auth?client_id=kms-cli with a loopback redirect, and whatever listens on that port would
+ * get the member's tokens (RFC 8252 8.6: a native client's identity cannot be verified, so the
+ * authorization server must not approve it without the person). The device flow has its own
+ * confirmation page (device-flow.ts) and is not asked twice.
+ */
+export const CLI_CONFIRMATION_REASON = 'kms_cli_confirmation'
+
+/** What the command line's confirmation page adds to the interaction's consent result. */
+export interface CliConfirmation {
+  kmsCliConfirmed?: boolean
+}
+
+/** The provider's routes of the device flow (the code page, and its resume after the sign-in pages). */
+const isDeviceFlowRoute = (route: string | undefined): boolean => /^(code|device)_/.test(route ?? '')
+
+/**
  * Reason of the login prompt when the session's sign-in is older than a tenant's session lifetime
  * (`sessionLifetimes.refreshTokenSeconds`): a refresh token cannot outlive it, and neither may a
  * silent authorization on the provider's (longer) session, or a reload of the console would
@@ -636,6 +655,20 @@ function loginPolicy(deps: OidcDeps) {
       },
     ),
   )
+  const consent = policy.get('consent')!
+  consent.checks.add(
+    new interactionPolicy.Check(
+      CLI_CONFIRMATION_REASON,
+      'The command line’s sign-in is confirmed by the person each time',
+      'consent_required',
+      (ctx) =>
+        ctx.oidc.client?.clientId === CLI_CLIENT_ID &&
+        !isDeviceFlowRoute(ctx.oidc.route) &&
+        (ctx.oidc.result as CliConfirmation | undefined)?.kmsCliConfirmed !== true
+          ? interactionPolicy.Check.REQUEST_PROMPT
+          : interactionPolicy.Check.NO_NEED_TO_PROMPT,
+    ),
+  )
   return policy
 }
 
@@ -649,11 +682,30 @@ async function refreshAllowed(
   ctx: KoaContextWithOIDC,
   client: { clientId: string },
   accountId: string,
-  token: { sessionUid?: string | undefined; resource?: string | string[] | undefined },
+  token: {
+    sessionUid?: string | undefined
+    resource?: string | string[] | undefined
+    iiat?: number | undefined
+    iat?: number | undefined
+  },
 ): Promise<void> {
   const resources = ctx.oidc.params?.['resource'] ?? token.resource
   const target = await authorizationTarget(deps.clients, client.clientId, resources)
   if (!target) throw new errors.InvalidGrant('the client may not refresh')
+  // A sign-in older than the session lifetime of the tenant this refresh is for ends here, however
+  // long the token was issued for (one issued without a tenant, or for a tenant that allows more).
+  const tenantIds =
+    target.kind === 'console'
+      ? target.tenantIds
+      : target.kind === 'application'
+        ? [target.application.tenantId]
+        : []
+  const age = Math.floor(deps.clock.now().getTime() / 1000) - chainStartOf(token)
+  for (const tenantId of tenantIds) {
+    const lifetime = await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId)
+    if (lifetime !== undefined && age > lifetime)
+      throw new errors.InvalidGrant('the sign-in is older than the tenant’s session lifetime; sign in again')
+  }
   const decision = await deps.gate.decide({
     target,
     accountId,
@@ -704,26 +756,61 @@ async function applicationResource(
 /**
  * The lifetime of a refresh token: the tenant's setting, found before the token is made (the
  * provider's TTL callback is synchronous). A rotated token of a public client keeps the remaining
- * life of the one it replaces, so rotation never extends a session past the tenant's limit.
+ * life of the one it replaces, so rotation never extends a session past the tenant's limit; and
+ * a refresh for a tenant whose limit is shorter than that remaining life gets only what the
+ * tenant's limit leaves since the first token of the chain (`iiat`).
  */
 function refreshTokenLifetimes(deps: OidcDeps) {
   const prepared = new WeakMap<object, number>()
+  /**
+   * The tenant the token is for: the request's resource, else the one the code, device code or
+   * refresh token being exchanged was issued for (a token request need not repeat `resource`).
+   */
   const tenantOfRequest = (ctx: KoaContextWithOIDC, client: { clientId: string; [key: string]: unknown }) => {
     if (!isTenantApiClient(client.clientId)) {
       const tenantId = client[CLIENT_TENANT]
       return typeof tenantId === 'string' ? tenantId : undefined
     }
-    const { AuthorizationCode: code, RefreshToken: refresh } = ctx.oidc.entities
-    for (const resource of [ctx.oidc.params?.['resource'], code?.resource, refresh?.resource].flat()) {
+    const { AuthorizationCode: code, DeviceCode: device, RefreshToken: refresh } = ctx.oidc.entities
+    const deviceParams = (device?.params ?? {}) as Record<string, unknown>
+    const candidates = [
+      ctx.oidc.params?.['resource'],
+      code?.resource,
+      device?.resource,
+      deviceParams['resource'],
+      refresh?.resource,
+    ]
+    for (const resource of candidates.flat()) {
       const tenantId = typeof resource === 'string' ? tenantOfResource(resource) : undefined
       if (tenantId) return tenantId
     }
     return undefined
   }
+  /**
+   * A console or CLI sign-in that names no tenant (the console may sign in before one is chosen)
+   * can later be refreshed for any tenant of the account: it never gets the 14-day default while
+   * one of them allows less, but the shortest of their lifetimes. (Refusing would end the
+   * console's sign-in without a tenant; the CLI always names one, defaultResource insists.)
+   */
+  async function shortestOfAccount(ctx: KoaContextWithOIDC): Promise<number | undefined> {
+    const accountId =
+      ctx.oidc.account?.accountId ?? (ctx.oidc.entities.Grant?.accountId as string | undefined)
+    if (!accountId) return undefined
+    let shortest: number | undefined
+    for (const { tenantId } of await deps.memberships.tenantsOf(accountId)) {
+      const seconds = await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId)
+      if (seconds !== undefined && (shortest === undefined || seconds < shortest)) shortest = seconds
+    }
+    return shortest
+  }
   return {
     async prepare(ctx: KoaContextWithOIDC, client: { clientId: string; [key: string]: unknown }) {
       const tenantId = tenantOfRequest(ctx, client)
-      const seconds = tenantId ? await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId) : undefined
+      const seconds = tenantId
+        ? await deps.sessionPolicy?.refreshTokenSecondsOf(tenantId)
+        : isTenantApiClient(client.clientId)
+          ? await shortestOfAccount(ctx)
+          : undefined
       if (seconds) prepared.set(ctx, seconds)
     },
     of(
@@ -731,10 +818,18 @@ function refreshTokenLifetimes(deps: OidcDeps) {
       token: { isSenderConstrained(): boolean },
       client: { clientAuthMethod?: string | undefined },
     ): number {
+      const limit = ctx && prepared.get(ctx)
       const rotated = ctx?.oidc.entities.RotatedRefreshToken
-      if (rotated && client.clientAuthMethod === 'none' && !token.isSenderConstrained())
-        return rotated.remainingTTL
-      return (ctx && prepared.get(ctx)) ?? TOKEN_TTL.refreshToken
+      if (rotated && client.clientAuthMethod === 'none' && !token.isSenderConstrained()) {
+        if (limit === undefined) return rotated.remainingTTL
+        const age = Math.floor(deps.clock.now().getTime() / 1000) - chainStartOf(rotated)
+        return Math.max(1, Math.min(rotated.remainingTTL, limit - age))
+      }
+      return limit ?? TOKEN_TTL.refreshToken
     },
   }
 }
+
+/** When the first refresh token of a rotation chain was issued (the provider carries `iiat` along). */
+const chainStartOf = (token: { iiat?: unknown; iat?: unknown }): number =>
+  typeof token.iiat === 'number' ? token.iiat : typeof token.iat === 'number' ? token.iat : 0

@@ -1,4 +1,6 @@
+import type { MembershipRoles } from '../../auth/bearer-authenticator.ts'
 import type { LoginPanel } from '../../branding/login-panel.ts'
+import type { TenantService } from '../../tenants/tenant-service.ts'
 import type { Csrf } from '../../web/csrf.ts'
 import type { PageSettings } from '../../web/layout.ts'
 import type { AccountService } from '../accounts/account-service.ts'
@@ -62,6 +64,9 @@ export interface SignInDeps {
   /** What every authorization checks (src/identity/sign-in/authorization-gate.ts). */
   gate: AuthorizationGate
   signIns: SignInEvents
+  /** The tenant a command line sign-in is for, named on its confirmation page (to a member only). */
+  tenants: Pick<TenantService, 'get'>
+  memberships: Pick<MembershipRoles, 'roleOf'>
   branding?: TenantBranding
   accessPolicy?: SignInAccessPolicy
   federation?: SignInFederation

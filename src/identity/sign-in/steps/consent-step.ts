@@ -1,25 +1,61 @@
 import type { FastifyInstance } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import { renderErrorPage } from '../../../web/layout.ts'
-import { isServiceClient } from '../../oidc/oidc-provider.ts'
+import {
+  CLI_CONFIRMATION_REASON,
+  type CliConfirmation,
+  isServiceClient,
+  tenantOfResource,
+} from '../../oidc/oidc-provider.ts'
 import type { SignInDeps } from '../sign-in-types.ts'
+import { renderCliConfirmationPage } from '../views/cli-confirmation-view.ts'
 import { renderConsentPage } from '../views/consent-view.ts'
 import type { SignInFinish } from './finish.ts'
 import { backToStep, type Form, type InteractionKit, type ShowStep } from './interaction.ts'
 
-export interface ConsentStepDeps extends Pick<SignInDeps, 'oidc'> {
+export interface ConsentStepDeps extends Pick<SignInDeps, 'oidc' | 'tenants' | 'memberships'> {
   kit: Pick<InteractionKit, 'interactionOf' | 'contextOf' | 'send' | 'csrfFor' | 'formChecked'>
   finishing: Pick<SignInFinish, 'finish'>
 }
 
 export type ConsentStep = ReturnType<typeof consentStep>
 
+/** The command line's authorization-code sign-in, which the person confirms every time (oidc-provider.ts). */
+const isCliConfirmation = (interaction: Interaction) =>
+  interaction.prompt.reasons.includes(CLI_CONFIRMATION_REASON)
+
 /**
  * The provider's consent prompt, after the login: the console and the tenant's own applications
- * are first-party and get what they asked for; a third-party client's scopes are put to the person.
+ * are first-party and get what they asked for; a third-party client's scopes are put to the person;
+ * the command line's loopback sign-in is put to the person as well (who asks, for which tenant,
+ * where the code goes), even with a live session.
  */
 export function consentStep(deps: ConsentStepDeps) {
   const { kit } = deps
+
+  /** "Name (id)" of the tenant the sign-in is for; the id alone to someone not a member of it. */
+  async function tenantLabel(interaction: Interaction): Promise<string> {
+    const resource = interaction.params['resource']
+    const tenantId = typeof resource === 'string' ? tenantOfResource(resource) : undefined
+    if (!tenantId) return String(resource ?? '')
+    const accountId = interaction.session?.accountId
+    const member = accountId !== undefined && (await deps.memberships.roleOf(tenantId, accountId))
+    const tenant = member ? await deps.tenants.get(tenantId) : undefined
+    return tenant ? `${tenant.name} (${tenantId})` : tenantId
+  }
+
+  /** Where the code would go: the loopback redirect and its port (the provider accepts any port). */
+  function loopbackOf(interaction: Interaction): { address: string; port: string } {
+    const address = String(interaction.params['redirect_uri'] ?? '')
+    let port = ''
+    try {
+      const url = new URL(address)
+      port = url.port || (url.protocol === 'https:' ? '443' : '80')
+    } catch {
+      // The provider validated the redirect before the interaction began; shown as it is.
+    }
+    return { address, port }
+  }
 
   /** Grants what the client asked for (the person agreed, or the client is first-party). */
   async function grantConsent(interaction: Interaction): Promise<{ consent: { grantId: string } }> {
@@ -45,6 +81,22 @@ export function consentStep(deps: ConsentStepDeps) {
   return {
     /** The interaction's page while the provider's prompt is consent. */
     show: (async (request, reply, ctx, interaction, client) => {
+      if (isCliConfirmation(interaction)) {
+        const provider = await deps.oidc.provider()
+        const found = await provider.Client.find(String(interaction.params['client_id']))
+        const csrf = kit.csrfFor(request, reply, `consent:${interaction.uid}`)
+        return kit.send(
+          reply,
+          200,
+          renderCliConfirmationPage(ctx, {
+            uid: interaction.uid,
+            csrf,
+            clientName: found?.clientName ?? String(interaction.params['client_id']),
+            tenant: await tenantLabel(interaction),
+            ...loopbackOf(interaction),
+          }),
+        )
+      }
       if (isServiceClient(interaction.params['client_id']) || client) {
         // Answering a GET, the redirect chain is not a form's: no page in between is needed.
         const provider = await deps.oidc.provider()
@@ -83,8 +135,13 @@ export function consentStep(deps: ConsentStepDeps) {
         if (!kit.formChecked(request, reply, ctx, 'consent', interaction.uid)) return reply
         if (interaction.prompt.name !== 'consent') return backToStep(reply, interaction)
         const decision = (request.body as Form)['decision']
-        if (decision === 'allow')
-          return deps.finishing.finish(request, reply, ctx, await grantConsent(interaction))
+        if (decision === 'allow') {
+          const confirmed: CliConfirmation = isCliConfirmation(interaction) ? { kmsCliConfirmed: true } : {}
+          return deps.finishing.finish(request, reply, ctx, {
+            ...(await grantConsent(interaction)),
+            ...confirmed,
+          })
+        }
         if (decision === 'deny')
           return deps.finishing.finish(request, reply, ctx, {
             error: 'access_denied',
