@@ -202,6 +202,50 @@ test('no server at all is KmsError unavailable (status 0), not retried, the API 
   assert.deepEqual(clock.sleeps, [])
 })
 
+test('a redirect is never followed: KmsError unexpected_redirect with its 3xx, and the server it names gets nothing (no API key, no token, no body)', async (t) => {
+  const { clock, sleep, now } = testClock()
+  // Another origin (localhost, not 127.0.0.1): where fetch would carry X-Api-Key and the body along.
+  const elsewhere = await scriptedServer(clock, (_n, _req, res) => json(res, 200, { data: [], total: 0 }))
+  t.after(() => closeServer(elsewhere.server))
+  const target = `${elsewhere.url.replace('127.0.0.1', 'localhost')}/steal`
+  const statuses = [301, 302, 303, 307, 308]
+  const redirecting = await scriptedServer(clock, (n, _req, res) => {
+    res.writeHead(statuses[(n - 1) % statuses.length]!, { location: target })
+    res.end()
+  })
+  t.after(() => closeServer(redirecting.server))
+
+  const refused = (status: number, secret: string) => (error: unknown) => {
+    assert.ok(error instanceof KmsError)
+    assert.equal(error.code, 'unexpected_redirect')
+    assert.equal(error.status, status)
+    assert.match(error.message, /does not follow redirects/)
+    assert.match(error.message, new RegExp(`to ${new URL(target).origin}`))
+    assert.ok(!`${error.stack} ${JSON.stringify(error)}`.includes(secret))
+    return true
+  }
+  const withKey = createKmsClient({ baseUrl: redirecting.url, apiKey: 'kms_SECRET_API_KEY', sleep, now })
+  for (const status of statuses)
+    await assert.rejects(
+      withKey.api.POST('/api/v1/keys/{keyId}/wrap', {
+        params: { path: { keyId: 'k' } },
+        body: { plaintext: 'PLAINTEXT_DATA_KEY', context: {} } as never,
+      }),
+      refused(status, 'kms_SECRET_API_KEY'),
+    )
+  // The raw send (binary bodies: encrypt-file's data) with a bearer token: the same.
+  const withToken = createKmsClient({ baseUrl: redirecting.url, token: 'SECRET_BEARER', sleep, now })
+  await assert.rejects(
+    withToken.send(new Request(`${redirecting.url}/api/v1/encrypt`, { method: 'POST', body: 'PLAINTEXT' })),
+    refused(301, 'SECRET_BEARER'),
+  )
+
+  assert.equal(redirecting.attempts.length, statuses.length + 1, 'each request sent once, not retried')
+  assert.equal(redirecting.attempts[0]!.headers['x-api-key'], 'kms_SECRET_API_KEY')
+  assert.deepEqual(elsewhere.attempts, [], 'the server the redirects named was never asked')
+  assert.deepEqual(clock.sleeps, [])
+})
+
 test("the caller's abort signal ends a request (and a retry's wait) as KmsError aborted", async (t) => {
   const { clock, now } = testClock()
   const lb = await scriptedServer(clock, (_n, _req, res) =>

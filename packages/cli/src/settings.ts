@@ -1,4 +1,6 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { lstatSync, mkdirSync, type Stats, statSync } from 'node:fs'
+import { readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { CliError, EXIT, OUTPUT_FORMATS, type OutputFormat, type Settings, usageError } from './command.ts'
@@ -106,9 +108,64 @@ function configDirOf(env: Readonly<Record<string, string | undefined>>): string 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 
+const unsafeConfigDir = (message: string) => new CliError('config_dir_unsafe', message, EXIT.data)
+
+function lstatOrUndefined(path: string): Stats | undefined {
+  try {
+    return lstatSync(path)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw unsafeConfigDir(`the config directory ${path} cannot be examined: ${(error as Error).message}`)
+  }
+}
+
+/**
+ * The config directory holds what decides where credentials go (the profiles' addr) and the
+ * credentials themselves, so it must be its user's alone: another user who could write to it could
+ * point the CLI at their server or swap the stored tokens. Checked before the settings or the
+ * credentials are read or written; created owner-only (0700) when missing and `create` is set.
+ * Returns whether the directory exists. A symbolic link (a dotfiles setup) counts when the link
+ * and the directory it names are both the user's.
+ */
+export function checkConfigDir(dir: string, options: { create: boolean }): boolean {
+  let stats = lstatOrUndefined(dir)
+  if (!stats) {
+    if (!options.create) return false
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 })
+    } catch (error) {
+      throw new CliError(
+        'config_unwritable',
+        `cannot create the config directory ${dir}: ${(error as Error).message}`,
+        EXIT.data,
+      )
+    }
+    stats = lstatSync(dir)
+  }
+  // Windows has neither owners as numbers nor these mode bits: its ACLs are the user profile's.
+  const uid = process.getuid?.()
+  if (uid === undefined) return true
+  const notMine = (owner: number, what: string) =>
+    unsafeConfigDir(
+      `${what} belongs to another user (uid ${owner}, you are ${uid}): kms keeps settings and credentials only in a directory of your own; chown it, or set KMS_CONFIG_DIR`,
+    )
+  if (stats.isSymbolicLink()) {
+    if (stats.uid !== uid) throw notMine(stats.uid, `the config directory ${dir} is a symbolic link that`)
+    stats = statSync(dir)
+  }
+  if (!stats.isDirectory()) throw unsafeConfigDir(`the config directory ${dir} is not a directory`)
+  if (stats.uid !== uid) throw notMine(stats.uid, `the config directory ${dir}`)
+  if ((stats.mode & 0o022) !== 0)
+    throw unsafeConfigDir(
+      `the config directory ${dir} can be written by other users (mode ${(stats.mode & 0o777).toString(8)}): they could change its settings or credentials; chmod 700 ${dir}`,
+    )
+  return true
+}
+
 /** The profile file, or no profiles when there is none yet. */
 export async function readConfigFile(configDir: string): Promise<ConfigFile> {
   const path = join(configDir, CONFIG_FILE)
+  if (!checkConfigDir(configDir, { create: false })) return { profiles: {} }
   let text: string
   try {
     text = await readFile(path, 'utf8')
@@ -147,25 +204,52 @@ export async function readConfigFile(configDir: string): Promise<ConfigFile> {
   return result
 }
 
-/** Writes the profile file atomically (a reader never sees half of it), readable by its owner only. */
+/**
+ * Writes the profile file atomically (a reader never sees half of it), readable by its owner only.
+ * The temporary file has a name nobody can guess and is created exclusively, so a file or link
+ * planted beside config.json is never written through.
+ */
 export async function writeConfigFile(configDir: string, config: ConfigFile): Promise<string> {
-  await mkdir(configDir, { recursive: true, mode: 0o700 })
+  checkConfigDir(configDir, { create: true })
   const path = join(configDir, CONFIG_FILE)
-  const temporary = `${path}.${process.pid}.tmp`
-  await writeFile(temporary, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 })
-  await rename(temporary, path)
+  const temporary = `${path}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`
+  try {
+    await writeFile(temporary, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
+    await rename(temporary, path)
+  } catch (error) {
+    await unlink(temporary).catch(() => {})
+    throw new CliError('config_unwritable', `cannot write ${path}: ${(error as Error).message}`, EXIT.data)
+  }
   return path
+}
+
+/** What plain http may reach: this machine only (a service on the developer's own loopback). */
+const isLoopbackHost = (hostname: string): boolean =>
+  hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+
+/**
+ * The service's address as the CLI will use it: https, or http to this machine only. Over plain
+ * http anyone on the path reads the API key or token, and the secrets and plaintexts, of every
+ * command. `source` names where the value came from (--addr, KMS_ADDR, a profile).
+ */
+export function checkServiceAddress(value: string, source: string): URL {
+  let url: URL | undefined
+  try {
+    url = new URL(value)
+  } catch {}
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw usageError(`${source} must be an http(s) URL such as https://kms.example.com (got "${value}")`)
+  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname))
+    throw usageError(
+      `${source} must be an https URL: plain http is allowed only to this machine (127.0.0.1, ::1, localhost), got "${value}"`,
+    )
+  return url
 }
 
 /** A profile value as it would be used: checked the same way whether it comes from a flag, the environment or the file. */
 export function checkProfileValue(key: ProfileKey, value: string, source: string): string {
   if (key === 'addr') {
-    let url: URL | undefined
-    try {
-      url = new URL(value)
-    } catch {}
-    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
-      throw usageError(`${source} must be an http(s) URL such as ${DEFAULT_ADDR} (got "${value}")`)
+    checkServiceAddress(value, source)
     return value.replace(/\/+$/, '')
   }
   if (key === 'output' && !(OUTPUT_FORMATS as readonly string[]).includes(value))

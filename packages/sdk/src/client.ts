@@ -11,6 +11,8 @@ const BACKOFF_BASE_MS = 200
 const BACKOFF_CAP_MS = 5_000
 /** Statuses that say "not done, ask again later": the only ones retried. */
 const RETRIED_STATUSES = new Set([429, 503])
+/** The statuses fetch would follow (Fetch standard "redirect status"). */
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308])
 /** Statuses whose Response must not have a body. */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304])
 
@@ -97,6 +99,25 @@ const isBrowser = () => /^Mozilla\//.test(globalThis.navigator?.userAgent ?? '')
 const aborted = () =>
   new KmsError({ status: 0, code: 'aborted', message: 'The request was aborted by the caller' })
 
+/**
+ * A redirect answered instead of the API. A browser's manual mode hides the answer (status 0,
+ * no Location); elsewhere the status and where it pointed (its origin only) are told.
+ */
+function unexpectedRedirect(response: Response): KmsError {
+  let target = ''
+  try {
+    const location = response.headers.get('location')
+    if (location) target = ` to ${new URL(location, response.url || undefined).origin}`
+  } catch {}
+  return new KmsError({
+    status: response.type === 'opaqueredirect' ? 0 : response.status,
+    code: 'unexpected_redirect',
+    message:
+      `The service answered with a redirect${response.status ? ` (${response.status})` : ''}${target}; ` +
+      'the SDK does not follow redirects, so that the credentials and the body go nowhere else: set baseUrl to the address that serves the API',
+  })
+}
+
 export function createKmsClient(options: KmsClientOptions): KmsClient {
   checkOptions(options)
   const baseUrl = new URL(options.baseUrl).origin
@@ -118,12 +139,21 @@ export function createKmsClient(options: KmsClientOptions): KmsClient {
   /** One attempt: the whole answer read within the timeout, as a Response openapi-fetch can parse. */
   async function attempt(template: Request): Promise<Response> {
     const timeout = AbortSignal.timeout(timeoutMs)
-    const request = new Request(template.clone(), { signal: AbortSignal.any([template.signal, timeout]) })
+    // Never followed: fetch drops Authorization on a redirect to another origin but keeps X-Api-Key
+    // and the body (a plaintext, a secret), so a redirect would hand them to whoever it names.
+    const request = new Request(template.clone(), {
+      signal: AbortSignal.any([template.signal, timeout]),
+      redirect: 'manual',
+    })
     await credentials(request.headers)
     const intercepted = await options.intercept?.(request)
     if (intercepted) return intercepted
     try {
       const response = await fetchImpl(request)
+      if (response.type === 'opaqueredirect' || REDIRECT_STATUSES.has(response.status)) {
+        await response.body?.cancel().catch(() => {})
+        throw unexpectedRedirect(response)
+      }
       const body = NULL_BODY_STATUSES.has(response.status) ? null : await response.arrayBuffer()
       return new Response(body, {
         status: response.status,
@@ -131,6 +161,7 @@ export function createKmsClient(options: KmsClientOptions): KmsClient {
         headers: response.headers,
       })
     } catch (error) {
+      if (error instanceof KmsError) throw error
       if (template.signal.aborted) throw aborted()
       if (timeout.aborted)
         throw new KmsError({

@@ -6,9 +6,16 @@ export type ServiceErrorCode = components['schemas']['ErrorResponse']['error']
 /**
  * Codes the SDK gives when there is no answer from the service (status 0): `unavailable` (the
  * connection failed), `timeout` (an attempt took longer than timeoutMs), `aborted` (the caller's
- * signal), `invalid_response` (an answer that is not the API's JSON where JSON was due).
+ * signal), `invalid_response` (an answer that is not the API's JSON where JSON was due); and
+ * `unexpected_redirect` (the answer was a redirect, never followed: status is the 3xx, or 0 in a
+ * browser, which hides it).
  */
-export type ClientErrorCode = 'unavailable' | 'timeout' | 'aborted' | 'invalid_response'
+export type ClientErrorCode =
+  | 'unavailable'
+  | 'timeout'
+  | 'aborted'
+  | 'invalid_response'
+  | 'unexpected_redirect'
 
 /** One entry of a 400's `fields`: where, and what is allowed. */
 export interface FieldError {

@@ -16,7 +16,8 @@ import {
  * `kms login`: the authorization code flow of a native app (RFC 8252) with PKCE (S256), state and
  * nonce. The browser comes back to a listener on 127.0.0.1 on a port the system picks (the
  * provider accepts any port of its registered loopback URI); the listener takes exactly one
- * answer that carries this login's state.
+ * answer that carries this login's state, and trusts it only when it names the provider's issuer
+ * (RFC 9207 `iss`).
  */
 
 const random = (bytes: number) => randomBytes(bytes).toString('base64url')
@@ -116,10 +117,26 @@ export async function browserLogin(
       return
     }
     answered = true
+    // RFC 9207: the provider names itself in every answer, success or error (oidc-provider does).
+    // An answer without that name, or with another, may come from another provider the browser
+    // was sent to (a mix-up): its code is never exchanged and its error never believed.
     const issuer = params.get('iss')
-    if (issuer !== null && issuer !== metadata.issuer) {
-      answerPage(res, 400, 'Sign-in failed', 'The answer came from another issuer. Return to your terminal.')
-      settle?.reject(new CliError('login_failed', 'the sign-in answer came from another issuer', EXIT.auth))
+    if (issuer !== metadata.issuer) {
+      answerPage(
+        res,
+        400,
+        'Sign-in failed',
+        'The answer did not come from the service kms signs in with. Return to your terminal.',
+      )
+      settle?.reject(
+        new CliError(
+          'login_failed',
+          issuer === null
+            ? `the sign-in answer did not name its issuer (iss, RFC 9207); expected ${metadata.issuer}: refused`
+            : `the sign-in answer came from the issuer ${JSON.stringify(issuer)}, not ${metadata.issuer}: refused`,
+          EXIT.auth,
+        ),
+      )
       return
     }
     const error = params.get('error')

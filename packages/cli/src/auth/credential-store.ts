@@ -2,11 +2,13 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { CliError, EXIT } from '../command.ts'
+import { checkConfigDir } from '../settings.ts'
 
 /*
  * Where a sign-in's tokens are kept: the OS keyring (@napi-rs/keyring: macOS Keychain, Windows
  * Credential Manager, the Secret Service on Linux) when it takes them, else
- * `<configDir>/credentials.json`, owner-only (0600, the directory 0700). One entry per profile,
+ * `<configDir>/credentials.json`, owner-only (0600, the directory 0700 and checked to be the
+ * user's alone before anything is read or written there). One entry per profile,
  * service address and tenant: a tenant's tokens are never looked up for another.
  * KMS_CREDENTIAL_STORE=file skips the keyring (a headless machine whose keyring prompts).
  */
@@ -149,10 +151,12 @@ export async function openCredentialStore(
   configDir: string,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<CredentialStore> {
-  const file = fileStore(configDir)
   const choice = env['KMS_CREDENTIAL_STORE']
   if (choice !== undefined && choice !== 'file' && choice !== 'keyring')
     throw new CliError('usage', 'KMS_CREDENTIAL_STORE must be keyring or file', EXIT.usage)
+  // The file, the lock and the profiles that decide where tokens go all live there: its user's alone.
+  checkConfigDir(configDir, { create: true })
+  const file = fileStore(configDir)
   const Entry = choice === 'file' ? undefined : await keyringModule()
   if (!Entry) return file
   const entry = (key: string) => new Entry(KEYRING_SERVICE, key, { linux: { store: 'secret-service' } })

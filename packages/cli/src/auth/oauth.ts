@@ -1,4 +1,5 @@
 import { CliError, EXIT } from '../command.ts'
+import { checkServiceAddress } from '../settings.ts'
 
 /*
  * The service's OpenID provider as the `kms` command sees it: its discovery document and the
@@ -15,16 +16,12 @@ const USER_AGENT = `kms-cli node/${process.versions.node} ${process.platform}`
 
 export const tenantResource = (tenantId: string): string => `urn:kms:tenant:${tenantId}`
 
-/** The service's base URL in one spelling (no trailing slash), so credentials are found again. */
+/**
+ * The service's base URL in one spelling (no trailing slash), so credentials are found again;
+ * https, or http to this machine only (settings.ts checkServiceAddress).
+ */
 export function normalizeAddr(addr: string): string {
-  let url: URL
-  try {
-    url = new URL(addr)
-  } catch {
-    throw new CliError('usage', `--addr must be an http(s) URL, got ${JSON.stringify(addr)}`, EXIT.usage)
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new CliError('usage', `--addr must be an http(s) URL, got ${JSON.stringify(addr)}`, EXIT.usage)
+  const url = checkServiceAddress(addr, '--addr')
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`
 }
 
@@ -94,8 +91,28 @@ async function jsonOf(response: Response, url: string): Promise<Record<string, u
 const stringField = (body: Record<string, unknown>, name: string): string | undefined =>
   typeof body[name] === 'string' ? (body[name] as string) : undefined
 
+const originOf = (value: string): string | undefined => {
+  try {
+    return new URL(value).origin
+  } catch {
+    return undefined
+  }
+}
+
+const mixUp = (message: string) => new CliError('issuer_mismatch', message, EXIT.auth)
+
+/**
+ * The provider at --addr, trusted only as the provider of that address (the mix-up defence of
+ * RFC 9207 / OAuth 2.0 Security BCP 4.4): its issuer must have --addr's origin, and every endpoint
+ * the CLI uses the issuer's origin. Otherwise a server at --addr could copy the real service's
+ * document with its own token endpoint: the person would sign in on the real pages and the code
+ * with its PKCE verifier, then the tokens, would go to that server. Nothing is sent before this
+ * check. A service whose ID_URL differs from the address it is reached at is used with
+ * --addr set to the issuer.
+ */
 export async function discover(addr: string): Promise<ProviderMetadata> {
-  const url = `${normalizeAddr(addr)}/.well-known/openid-configuration`
+  const base = normalizeAddr(addr)
+  const url = `${base}/.well-known/openid-configuration`
   const response = await send(url, { method: 'GET' })
   if (!response.ok) {
     if (response.status >= 500 || response.status === 429)
@@ -108,13 +125,31 @@ export async function discover(addr: string): Promise<ProviderMetadata> {
     if (!value) throw new CliError('bad_response', `the discovery document at ${url} has no ${name}`)
     return value
   }
+  const issuer = required('issuer')
+  const origin = new URL(base).origin
+  if (originOf(issuer) !== origin)
+    throw mixUp(
+      `the discovery document at ${url} names the issuer ${JSON.stringify(issuer)}, not one at ${origin}: ` +
+        'kms signs in only with the provider of the address it talks to (--addr); if this service is ' +
+        'published at its issuer address, use that as --addr',
+    )
+  const onIssuer = (name: string, value: string | undefined): string | undefined => {
+    if (value !== undefined && originOf(value) !== origin)
+      throw mixUp(
+        `the discovery document at ${url} sends ${name} to ${JSON.stringify(value)}, away from its issuer ${issuer}: refused, nothing was sent`,
+      )
+    return value
+  }
   return {
-    issuer: required('issuer'),
-    authorizationEndpoint: required('authorization_endpoint'),
-    tokenEndpoint: required('token_endpoint'),
-    jwksUri: required('jwks_uri'),
-    revocationEndpoint: stringField(body, 'revocation_endpoint'),
-    deviceAuthorizationEndpoint: stringField(body, 'device_authorization_endpoint'),
+    issuer,
+    authorizationEndpoint: onIssuer('authorization_endpoint', required('authorization_endpoint'))!,
+    tokenEndpoint: onIssuer('token_endpoint', required('token_endpoint'))!,
+    jwksUri: onIssuer('jwks_uri', required('jwks_uri'))!,
+    revocationEndpoint: onIssuer('revocation_endpoint', stringField(body, 'revocation_endpoint')),
+    deviceAuthorizationEndpoint: onIssuer(
+      'device_authorization_endpoint',
+      stringField(body, 'device_authorization_endpoint'),
+    ),
   }
 }
 
