@@ -137,3 +137,9 @@ export async function runKms(
   const stdout = stdoutBytes()
   return { code, signal, stdout, out: stdout.toString('utf8'), stderr: kms.stderr() }
 }
+
+/** GET on the CLI's loopback listener, as a browser coming back from the provider would. */
+export async function getLoopback(url: string): Promise<{ status: number; body: string }> {
+  const answer = await fetch(url, { redirect: 'manual' })
+  return { status: answer.status, body: await answer.text() }
+}

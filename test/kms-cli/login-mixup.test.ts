@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { createServer, request as httpRequest, type Server } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { startKms } from '../helpers/kms-cli.ts'
+import { getLoopback, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
 
 /*
@@ -76,21 +76,6 @@ const closeServer = (server: Server) =>
 const moved = (url: unknown, origin: string) => {
   const parsed = new URL(String(url))
   return `${origin}${parsed.pathname}${parsed.search}`
-}
-
-/** GET on the CLI's loopback listener, as a browser coming back would. */
-function getLoopback(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, (res) => {
-      let body = ''
-      res.on('data', (chunk: Buffer) => {
-        body += chunk.toString()
-      })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    })
-    req.on('error', reject)
-    req.end()
-  })
 }
 
 describe('kms login against a server that rewrites the provider’s discovery document', {

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launchChromium, pageWatchingCsp } from '../helpers/browser.ts'
-import { runKms, startKms } from '../helpers/kms-cli.ts'
+import { getLoopback, runKms, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
 
 /*
@@ -20,21 +20,6 @@ const SIGNED_IN_PAGE = 'Signed in — return to your terminal'
 
 /** kms with these variables, run to its end. */
 const kms = (args: string[], env: Record<string, string>) => runKms(args, { cwd: PROJECT_ROOT, env })
-
-/** GET on the CLI's loopback listener, as a browser coming back would. */
-function getLoopback(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, (res) => {
-      let body = ''
-      res.on('data', (chunk: Buffer) => {
-        body += chunk.toString()
-      })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    })
-    req.on('error', reject)
-    req.end()
-  })
-}
 
 interface CredentialsFile {
   version: number

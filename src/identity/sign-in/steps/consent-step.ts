@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Interaction } from 'oidc-provider'
 import { renderErrorPage } from '../../../web/layout.ts'
 import {
@@ -78,20 +78,26 @@ export function consentStep(deps: ConsentStepDeps) {
     return { consent: { grantId: await grant.save() } }
   }
 
+  /** What both consent pages show and post: the interaction, its form token and the client's name. */
+  async function pageBasics(request: FastifyRequest, reply: FastifyReply, interaction: Interaction) {
+    const provider = await deps.oidc.provider()
+    const found = await provider.Client.find(String(interaction.params['client_id']))
+    return {
+      uid: interaction.uid,
+      csrf: kit.csrfFor(request, reply, `consent:${interaction.uid}`),
+      clientName: found?.clientName ?? String(interaction.params['client_id']),
+    }
+  }
+
   return {
     /** The interaction's page while the provider's prompt is consent. */
     show: (async (request, reply, ctx, interaction, client) => {
       if (isCliConfirmation(interaction)) {
-        const provider = await deps.oidc.provider()
-        const found = await provider.Client.find(String(interaction.params['client_id']))
-        const csrf = kit.csrfFor(request, reply, `consent:${interaction.uid}`)
         return kit.send(
           reply,
           200,
           renderCliConfirmationPage(ctx, {
-            uid: interaction.uid,
-            csrf,
-            clientName: found?.clientName ?? String(interaction.params['client_id']),
+            ...(await pageBasics(request, reply, interaction)),
             tenant: await tenantLabel(interaction),
             ...loopbackOf(interaction),
           }),
@@ -110,16 +116,11 @@ export function consentStep(deps: ConsentStepDeps) {
         )
         return reply.redirect(next, 303)
       }
-      const provider = await deps.oidc.provider()
-      const found = await provider.Client.find(String(interaction.params['client_id']))
-      const csrf = kit.csrfFor(request, reply, `consent:${interaction.uid}`)
       return kit.send(
         reply,
         200,
         renderConsentPage(ctx, {
-          uid: interaction.uid,
-          csrf,
-          clientName: found?.clientName ?? String(interaction.params['client_id']),
+          ...(await pageBasics(request, reply, interaction)),
           scopes: String(interaction.params['scope'] ?? '')
             .split(' ')
             .filter(Boolean),
