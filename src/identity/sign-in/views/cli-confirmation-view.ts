@@ -10,7 +10,7 @@ import { esc, type PageContext, renderPage } from '../../../web/layout.ts'
  */
 
 const EN = {
-  title: 'Sign in the kms command line?',
+  title: 'Let the kms command line sign in?',
   ask: '{client} asks to sign in with your account to the tenant {tenant}.',
   where: 'The sign-in goes to a program listening on this computer at port {port} ({address}).',
   warning:
