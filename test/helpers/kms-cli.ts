@@ -1,6 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { PROJECT_ROOT } from './service.ts'
+import { PROJECT_ROOT, type TestService } from './service.ts'
 
 /**
  * The `kms` CLI (packages/cli) run as a user runs it: the installed bin executed directly, so its
@@ -142,4 +145,40 @@ export async function runKms(
 export async function getLoopback(url: string): Promise<{ status: number; body: string }> {
   const answer = await fetch(url, { redirect: 'manual' })
   return { status: answer.status, body: await answer.text() }
+}
+
+/** A developer of `tenantId`, a team member who can sign in with this email and password. */
+export async function newCliMember(service: TestService, tenantId: string) {
+  const email = `cli-${randomBytes(6).toString('hex')}@example.com`
+  const password = `cli-password-${randomBytes(6).toString('hex')}`
+  const account = await service.api.services.accounts.createTeamAccount({ email, password })
+  await service.api.services.team.addMember(
+    { tenantId, actor: 'test', requestId: null, clientIp: null },
+    { accountId: account.id, role: 'tenant:developer' },
+  )
+  return { accountId: account.id, email, password }
+}
+
+/**
+ * The variables of a CLI that signs in to `service` (for `tenantId`, when given), in a fresh
+ * config directory that is also its HOME, with tokens in the file store. The directory is pushed
+ * onto `dirs` for the test file to remove.
+ */
+export function signInEnv(
+  service: TestService,
+  tenantId: string | undefined,
+  dirs: string[],
+  extra: Record<string, string> = {},
+) {
+  const configDir = mkdtempSync(join(tmpdir(), 'kms-cli-login-'))
+  dirs.push(configDir)
+  const env: Record<string, string> = {
+    HOME: configDir,
+    KMS_ADDR: service.baseUrl,
+    KMS_CONFIG_DIR: configDir,
+    KMS_CREDENTIAL_STORE: 'file',
+    ...(tenantId ? { KMS_TENANT: tenantId } : {}),
+    ...extra,
+  }
+  return { env, configDir, credentialsPath: join(configDir, 'credentials.json') }
 }

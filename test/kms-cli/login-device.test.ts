@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser } from 'playwright-core'
 import { USER_CODE_THROTTLE } from '../../src/identity/oidc/device-flow.ts'
 import { launchChromium, pageWatchingCsp, recordDocuments } from '../helpers/browser.ts'
-import { runKms, startKms } from '../helpers/kms-cli.ts'
+import { newCliMember, runKms, signInEnv, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
 import { CookieJar } from '../helpers/sign-in.ts'
 
@@ -84,29 +81,8 @@ describe('kms login --device and the device pages', { timeout: 240_000 }, () => 
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
   })
 
-  /** A fresh config dir and the CLI's variables (the helper leaves the developer's KMS_* out). */
-  function cliEnv(tenantId: string): Record<string, string> {
-    const configDir = mkdtempSync(join(tmpdir(), 'kms-cli-device-'))
-    dirs.push(configDir)
-    return {
-      HOME: configDir,
-      KMS_ADDR: service.baseUrl,
-      KMS_TENANT: tenantId,
-      KMS_CONFIG_DIR: configDir,
-      KMS_CREDENTIAL_STORE: 'file',
-    }
-  }
-
-  async function newMember(tenantId: string) {
-    const email = `device-${randomBytes(6).toString('hex')}@example.com`
-    const password = `device-password-${randomBytes(6).toString('hex')}`
-    const account = await service.api.services.accounts.createTeamAccount({ email, password })
-    await service.api.services.team.addMember(
-      { tenantId, actor: 'test', requestId: null, clientIp: null },
-      { accountId: account.id, role: 'tenant:developer' },
-    )
-    return { accountId: account.id, email, password }
-  }
+  const cliEnv = (tenantId: string) => signInEnv(service, tenantId, dirs).env
+  const newMember = (tenantId: string) => newCliMember(service, tenantId)
 
   const post = (path: string, form: Record<string, string>) =>
     fetch(new URL(path, service.baseUrl), {

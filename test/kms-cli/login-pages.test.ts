@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, Page } from 'playwright-core'
 import { launchChromium, pageWatchingCsp, screenshot } from '../helpers/browser.ts'
 import { axeFindings } from '../helpers/console.ts'
-import { startKms } from '../helpers/kms-cli.ts'
+import { newCliMember, signInEnv, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
 
 /*
@@ -53,23 +50,8 @@ describe('the pages of kms login, keyboard only', { timeout: 240_000 }, () => {
 
   async function memberOfNewTenant() {
     const tenant = await service.createTenant()
-    const email = `pages-${randomBytes(6).toString('hex')}@example.com`
-    const password = `pages-password-${randomBytes(6).toString('hex')}`
-    const account = await service.api.services.accounts.createTeamAccount({ email, password })
-    await service.api.services.team.addMember(
-      { tenantId: tenant.tenantId, actor: 'test', requestId: null, clientIp: null },
-      { accountId: account.id, role: 'tenant:developer' },
-    )
-    const configDir = mkdtempSync(join(tmpdir(), 'kms-login-pages-'))
-    dirs.push(configDir)
-    const env = {
-      HOME: configDir,
-      KMS_ADDR: service.baseUrl,
-      KMS_TENANT: tenant.tenantId,
-      KMS_CONFIG_DIR: configDir,
-      KMS_CREDENTIAL_STORE: 'file',
-    }
-    return { email, password, env }
+    const member = await newCliMember(service, tenant.tenantId)
+    return { ...member, env: signInEnv(service, tenant.tenantId, dirs).env }
   }
 
   async function signInByKeyboard(page: Page, member: { email: string; password: string }) {

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { launchChromium, pageWatchingCsp } from '../helpers/browser.ts'
-import { getLoopback, runKms, startKms } from '../helpers/kms-cli.ts'
+import { getLoopback, newCliMember, runKms, signInEnv, startKms } from '../helpers/kms-cli.ts'
 import { PROJECT_ROOT, startTestService, type TestService } from '../helpers/service.ts'
 
 /*
@@ -45,31 +43,9 @@ describe('kms login in the browser, the stored sign-in and kms logout', { timeou
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
   })
 
-  /** A fresh config dir and the CLI's variables (the helper leaves the developer's KMS_* out). */
-  function cliEnv(tenantId: string | undefined, extra: Record<string, string> = {}) {
-    const configDir = mkdtempSync(join(tmpdir(), 'kms-cli-login-'))
-    dirs.push(configDir)
-    const env: Record<string, string> = {
-      HOME: configDir,
-      KMS_ADDR: service.baseUrl,
-      KMS_CONFIG_DIR: configDir,
-      KMS_CREDENTIAL_STORE: 'file',
-      ...(tenantId ? { KMS_TENANT: tenantId } : {}),
-      ...extra,
-    }
-    return { env, configDir, credentialsPath: join(configDir, 'credentials.json') }
-  }
-
-  async function newMember(tenantId: string, on: TestService = service) {
-    const email = `cli-${randomBytes(6).toString('hex')}@example.com`
-    const password = `cli-password-${randomBytes(6).toString('hex')}`
-    const account = await on.api.services.accounts.createTeamAccount({ email, password })
-    await on.api.services.team.addMember(
-      { tenantId, actor: 'test', requestId: null, clientIp: null },
-      { accountId: account.id, role: 'tenant:developer' },
-    )
-    return { accountId: account.id, email, password }
-  }
+  const cliEnv = (tenantId: string | undefined, extra: Record<string, string> = {}) =>
+    signInEnv(service, tenantId, dirs, extra)
+  const newMember = (tenantId: string, on: TestService = service) => newCliMember(on, tenantId)
 
   /**
    * The command line's confirmation page, shown after the sign-in (and on every kms login, also to
