@@ -40,6 +40,18 @@ Example:
   },
 }
 
+/** `<alias> --key KEY`, as create and move take them; `what` says which key --key is. */
+function aliasAndKey(args: string[], what: string): { alias: string; keyId: string } {
+  const { values, positionals } = parseCommandArgs(
+    args,
+    { key: { type: 'string' } },
+    { min: 1, max: 1, names: '<alias>' },
+  )
+  const keyId = str(values['key'])
+  if (keyId === undefined) throw usageError(`--key is required (${what})`)
+  return { alias: aliasOf(positionals[0]!), keyId }
+}
+
 const create: CommandNode = {
   name: 'create',
   summary: 'Give a key an alias',
@@ -51,21 +63,9 @@ Example:
   kms aliases create payments --key 0b6f…
   kms encrypt --key alias/payments @card.json`,
   async run(args, ctx) {
-    const { values, positionals } = parseCommandArgs(
-      args,
-      { key: { type: 'string' } },
-      {
-        min: 1,
-        max: 1,
-        names: '<alias>',
-      },
-    )
-    const keyId = str(values['key'])
-    if (keyId === undefined) throw usageError('--key is required (the key the alias names)')
+    const { alias: name, keyId } = aliasAndKey(args, 'the key the alias names')
     const client = await ctx.client()
-    const alias = await dataOf(
-      client.api.POST('/api/v1/aliases', { body: { alias: aliasOf(positionals[0]!), keyId } }),
-    )
+    const alias = await dataOf(client.api.POST('/api/v1/aliases', { body: { alias: name, keyId } }))
     printAnswer({ value: alias }, ctx)
     return EXIT.ok
   },
@@ -97,23 +97,10 @@ const move: CommandNode = {
 Example:
   kms aliases move payments --key 7d2a…`,
   async run(args, ctx) {
-    const { values, positionals } = parseCommandArgs(
-      args,
-      { key: { type: 'string' } },
-      {
-        min: 1,
-        max: 1,
-        names: '<alias>',
-      },
-    )
-    const keyId = str(values['key'])
-    if (keyId === undefined) throw usageError('--key is required (the key the alias is to name)')
+    const { alias: name, keyId } = aliasAndKey(args, 'the key the alias is to name')
     const client = await ctx.client()
     const alias = await dataOf(
-      client.api.PATCH('/api/v1/aliases/{alias}', {
-        params: { path: { alias: aliasOf(positionals[0]!) } },
-        body: { keyId },
-      }),
+      client.api.PATCH('/api/v1/aliases/{alias}', { params: { path: { alias: name } }, body: { keyId } }),
     )
     printAnswer({ value: alias }, ctx)
     return EXIT.ok
