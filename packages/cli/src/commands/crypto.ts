@@ -1,4 +1,4 @@
-import { dataOf } from '@kms/sdk'
+import { dataOf, type KmsClient } from '@kms/sdk'
 import {
   CliError,
   type CommandContext,
@@ -54,6 +54,34 @@ function parseContext(value: unknown): { text: string; json: string | Record<str
   return { text: JSON.stringify(sorted), json: sorted }
 }
 
+/** The binary transport's X-Encryption-Context header: the context's UTF-8, in Base64. */
+const contextHeader = (context: { text: string } | undefined) =>
+  context ? base64(new TextEncoder().encode(context.text)) : undefined
+
+/**
+ * POST raw bytes (application/octet-stream) to /encrypt or /decrypt with the binary transport's
+ * headers; the answer's bytes and the key and version its headers name.
+ */
+async function binaryCall(
+  client: KmsClient,
+  path: '/api/v1/encrypt' | '/api/v1/decrypt',
+  bytes: Uint8Array,
+  header: Record<string, string | undefined>,
+): Promise<{ bytes: Uint8Array; keyId: string | null; keyVersion: number }> {
+  const result = await client.api.POST(path, {
+    params: { header },
+    headers: { 'content-type': 'application/octet-stream' },
+    body: bytes as never,
+    bodySerializer: (body: unknown) => body as string,
+    parseAs: 'arrayBuffer',
+  })
+  return {
+    bytes: new Uint8Array((await dataOf(result)) as unknown as ArrayBuffer),
+    keyId: result.response.headers.get('x-key-id'),
+    keyVersion: Number(result.response.headers.get('x-key-version')),
+  }
+}
+
 const CONTEXT_FLAG: Record<string, FlagSpec> = { context: { type: 'string' } }
 const CONTEXT_HELP = `  --context C   additional authenticated data: text, or a JSON object of strings ({"app":"billing"});
                 decrypt needs the same context`
@@ -82,22 +110,14 @@ Examples:
     const input = await readInput(positionals[0]!, ctx.io, 'the plaintext')
     const context = parseContext(values['context'])
     const client = await ctx.client({ curlBody: input.curlRef })
-    const result = await client.api.POST('/api/v1/encrypt', {
-      params: {
-        header: {
-          'x-key-id': str(values['key']),
-          'x-encryption-context': context ? base64(new TextEncoder().encode(context.text)) : undefined,
-        },
-      },
-      headers: { 'content-type': 'application/octet-stream' },
-      body: input.bytes as never,
-      bodySerializer: (body: unknown) => body as string,
-      parseAs: 'arrayBuffer',
+    const answer = await binaryCall(client, '/api/v1/encrypt', input.bytes, {
+      'x-key-id': str(values['key']),
+      'x-encryption-context': contextHeader(context),
     })
-    const envelope = new Uint8Array((await dataOf(result)) as unknown as ArrayBuffer)
+    const envelope = answer.bytes
     const value = {
-      keyId: result.response.headers.get('x-key-id'),
-      keyVersion: Number(result.response.headers.get('x-key-version')),
+      keyId: answer.keyId,
+      keyVersion: answer.keyVersion,
       ciphertext: base64(envelope),
       mode: 'legacy',
     }
@@ -204,23 +224,15 @@ Examples:
     // The bytes the binary transport sends are the file itself only when the file held them raw.
     const curlBody = found.envelope === input.bytes ? input.curlRef : undefined
     const client = await ctx.client({ curlBody })
-    const result = await client.api.POST('/api/v1/decrypt', {
-      params: {
-        header: {
-          'x-key-id': keyId,
-          'x-key-version': keyVersion === undefined ? undefined : String(keyVersion),
-          'x-encryption-context': context ? base64(new TextEncoder().encode(context.text)) : undefined,
-        },
-      },
-      headers: { 'content-type': 'application/octet-stream' },
-      body: found.envelope as never,
-      bodySerializer: (body: unknown) => body as string,
-      parseAs: 'arrayBuffer',
+    const answer = await binaryCall(client, '/api/v1/decrypt', found.envelope, {
+      'x-key-id': keyId,
+      'x-key-version': keyVersion === undefined ? undefined : String(keyVersion),
+      'x-encryption-context': contextHeader(context),
     })
-    const plaintext = new Uint8Array((await dataOf(result)) as unknown as ArrayBuffer)
+    const plaintext = answer.bytes
     const value = {
-      keyId: result.response.headers.get('x-key-id'),
-      keyVersion: Number(result.response.headers.get('x-key-version')),
+      keyId: answer.keyId,
+      keyVersion: answer.keyVersion,
       plaintext: base64(plaintext),
     }
     printAnswer(plaintextAnswer(value, plaintext), ctx)
